@@ -1,0 +1,100 @@
+"""Read `ar` archives (GNU, BSD and thin) in Python: list members and their bytes.
+
+Format (GNU/SysV):  "!<arch>\\n" then, per member, a 60-byte header
+    name[16] mtime[12] uid[6] gid[6] mode[8] size[10] "`\\n"
+followed by `size` bytes of data, padded to an even offset. Special names:
+"/" and "/SYM64/" are symbol tables, "//" is the long-name table, "/123" is an
+offset into it, "name/" is a short name. BSD archives spell long names as
+"#1/<len>" with the name stored at the start of the data. Thin archives
+("!<thin>\\n") store no member data: names are paths relative to the archive's
+directory, and the symbol and long-name tables are the only data present.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .errors import Unsupported
+from .magic import ARCHIVE, THIN_ARCHIVE
+
+_HEADER = 60
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    # Regular archives: the member's bytes. Thin archives: None, read `path` instead.
+    data: bytes | None
+    path: str | None = None
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.path is not None
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise Unsupported(f"thin archive member {self.path!r} unreadable: {e.strerror}") from e
+
+
+def read_members(path: str) -> list[Member]:
+    """Every object member in archive order (duplicates kept); raises Unsupported if malformed."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise Unsupported(f"cannot read archive {path!r}: {e.strerror}") from e
+    thin = blob.startswith(THIN_ARCHIVE)
+    if not (thin or blob.startswith(ARCHIVE)):
+        raise Unsupported(f"{path!r} is not an archive")
+    base = os.path.dirname(path)
+    members: list[Member] = []
+    longnames = b""
+    pos = len(ARCHIVE)
+    while pos < len(blob):
+        if blob[pos : pos + 1] == b"\n":  # some writers pad with an extra newline
+            pos += 1
+            continue
+        header = blob[pos : pos + _HEADER]
+        if len(header) < _HEADER or header[58:60] != b"`\n":
+            raise Unsupported(f"malformed archive {path!r}: bad member header at offset {pos}")
+        raw_name = header[:16].decode("latin-1").rstrip(" ")
+        try:
+            size = int(header[48:58].decode("ascii").strip() or "0")
+        except ValueError:
+            raise Unsupported(f"malformed archive {path!r}: bad member size at offset {pos}") from None
+        data_start = pos + _HEADER
+        special = raw_name in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED")
+        # In a thin archive only the tables carry data.
+        stored = size if (not thin or special) else 0
+        if data_start + stored > len(blob):
+            raise Unsupported(f"malformed archive {path!r}: member at offset {pos} is truncated")
+        data = blob[data_start : data_start + stored]
+        pos = data_start + stored + (stored & 1)
+        if raw_name == "//":
+            longnames = data
+            continue
+        if special:
+            continue
+        name, data = _member_name(raw_name, data, longnames, path)
+        if thin:
+            member_path = name if os.path.isabs(name) else os.path.join(base, name)
+            members.append(Member(name=name, data=None, path=member_path))
+        else:
+            members.append(Member(name=name, data=data))
+    return members
+
+
+def _member_name(raw: str, data: bytes, longnames: bytes, path: str) -> tuple[str, bytes]:
+    if raw.startswith("#1/"):  # BSD: the name leads the data
+        n = int(raw[3:])
+        return data[:n].rstrip(b"\0").decode("utf-8", "surrogateescape"), data[n:]
+    if raw.startswith("/") and raw[1:].isdigit():
+        offset = int(raw[1:])
+        end = longnames.find(b"/\n", offset)
+        if offset >= len(longnames) or end < 0:
+            raise Unsupported(f"malformed archive {path!r}: bad long-name offset {offset}")
+        return longnames[offset:end].decode("utf-8", "surrogateescape"), data
+    return raw[:-1] if raw.endswith("/") else raw, data

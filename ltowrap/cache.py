@@ -1,0 +1,191 @@
+"""The local cache: content-addressed bitcode modules, backend objects, thin-link records.
+
+Layout under the cache directory (created 0700, files 0600):
+    m/xx/<digest>.o     bitcode modules and archive members, named by the xxh3-128 of their
+                        bytes; the thin-link sees every module under this one prefix, so the
+                        paths inside index shards depend only on contents
+    o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
+    t/xx/<key>          thin-link records    }         | meta (JSON) | payload
+    r/xx/<digest>       per-module compile options (records.py)
+    stats/              counters (stats.py)
+    tmp/                per-link working directories
+An entry is written to a temp file and renamed into place, so it is seen whole or not
+at all; its checksum is verified on every read, and a bad entry is removed and counts
+as a miss. Hits refresh the file's mtime, which is the LRU order used by eviction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+import xxhash
+
+from . import fsutil
+from .stats import Stats, cache_bytes, summary
+
+MAGIC = b"LTOWRAP1"
+KINDS = ("o", "t", "m", "r")
+MODULES = "m"
+OBJECTS = "o"
+THINLINKS = "t"
+
+
+@dataclass(frozen=True)
+class Entry:
+    meta: dict
+    payload: bytes
+
+
+def encode(meta: dict, payload: bytes) -> bytes:
+    m = json.dumps(meta, sort_keys=True).encode()
+    body = len(m).to_bytes(4, "little") + m + payload
+    return MAGIC + xxhash.xxh3_128_digest(body) + body
+
+
+def decode(blob: bytes) -> Entry | None:
+    """The entry, or None if it is truncated, altered, or not an entry at all."""
+    if len(blob) < 28 or not blob.startswith(MAGIC):
+        return None
+    body = blob[24:]
+    if xxhash.xxh3_128_digest(body) != blob[8:24]:
+        return None
+    n = int.from_bytes(body[:4], "little")
+    try:
+        meta = json.loads(body[4 : 4 + n])
+    except ValueError:
+        return None
+    return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
+
+
+class Cache:
+    def __init__(self, root: str, stats: Stats, max_size: int = 0) -> None:
+        self.root = root
+        self.stats = stats
+        self.max_size = max_size
+        self.stored = False
+        self.write_error: str | None = None
+
+    def path(self, kind: str, key: str, suffix: str = "") -> str:
+        return os.path.join(self.root, kind, key[:2], key + suffix)
+
+    def tmp_dir(self) -> str:
+        d = os.path.join(self.root, "tmp")
+        fsutil.make_dirs(d)
+        return d
+
+    def get(self, kind: str, key: str) -> Entry | None:
+        path = self.path(kind, key)
+        try:
+            blob = fsutil.read_nofollow(path)
+        except OSError:
+            return None
+        entry = decode(blob)
+        if entry is None:
+            self.stats.add("bad_entries")
+            self._remove(path, len(blob))
+            return None
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+        return entry
+
+    def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
+        return self._write(self.path(kind, key), encode(meta, payload))
+
+    def store_module(self, digest: str, data: bytes, suffix: str = ".o") -> str:
+        """The store path of a module's bytes, written (once, atomically) if not already there."""
+        path = self.path(MODULES, digest, suffix)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            if st.st_size == len(data) and os.path.isfile(path) and not os.path.islink(path):
+                os.utime(path)
+                return path
+        except OSError:
+            pass
+        if not self._write(path, data):
+            raise OSError(f"cannot write {path}: {self.write_error}")
+        return path
+
+    def _write(self, path: str, blob: bytes) -> bool:
+        try:
+            fsutil.atomic_write(path, blob)
+        except OSError as e:
+            self.stats.add("cache_write_errors")
+            self.write_error = e.strerror or str(e)
+            return False
+        self.stats.add("bytes_added", len(blob))
+        self.stats.add("files_added")
+        self.stored = True
+        return True
+
+    def _remove(self, path: str, size: int) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            return
+        self.stats.add("bytes_removed", size)
+        self.stats.add("files_removed")
+
+    # --- maintenance ---
+
+    def files(self) -> list[tuple[float, int, str]]:
+        """(mtime, size, path) of every cache file, oldest first."""
+        out = []
+        for kind in KINDS:
+            top = os.path.join(self.root, kind)
+            for dirpath, _, names in os.walk(top):
+                for n in names:
+                    p = os.path.join(dirpath, n)
+                    try:
+                        st = os.lstat(p)
+                    except OSError:
+                        continue
+                    out.append((st.st_mtime, st.st_size, p))
+        out.sort()
+        return out
+
+    def maybe_cleanup(self, pending: Stats | None = None) -> None:
+        """After storing: if the cache is over max_size, trim it, unless another process is."""
+        if not self.max_size or not self.stored:
+            return
+        summed = summary(self.root)
+        extra = (pending.counts.get("bytes_added", 0) - pending.counts.get("bytes_removed", 0)) if pending else 0
+        if cache_bytes(summed) + extra <= self.max_size:
+            return
+        self.trim(int(self.max_size * 0.9), blocking=False, counted=cache_bytes(summed) + extra)
+
+    def trim(self, target: int, blocking: bool = True, counted: int | None = None, older_than: float | None = None) -> int:
+        """Evict least recently used files down to `target` bytes; returns files removed."""
+        fsutil.make_dirs(self.root)
+        with fsutil.locked(os.path.join(self.root, "cleanup.lock"), blocking=blocking) as got:
+            if not got:
+                return 0
+            files = self.files()
+            total = sum(size for _, size, _ in files)
+            if counted is None:
+                counted = cache_bytes(summary(self.root))
+            # Re-anchor the size counters on what is really there.
+            self.stats.add("bytes_added", total - counted)
+            removed = 0
+            cutoff = time.time() - older_than if older_than is not None else None
+            for mtime, size, path in files:
+                if cutoff is None and total <= target:
+                    break
+                if cutoff is not None and mtime >= cutoff:
+                    break
+                self._remove(path, size)
+                total -= size
+                removed += 1
+            self.stats.add("cleanups")
+            self.stats.add("files_evicted", removed)
+            return removed
+
+    def clear(self) -> None:
+        with fsutil.locked(os.path.join(self.root, "cleanup.lock")):
+            for kind in KINDS:
+                shutil.rmtree(os.path.join(self.root, kind), ignore_errors=True)

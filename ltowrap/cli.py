@@ -1,0 +1,198 @@
+"""`ltowrap`: statistics, cache maintenance, configuration and the shim directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from . import __version__, stats
+from .cache import Cache
+from .config import SETTINGS, ConfigError, parse_age, parse_size
+from .settings import Settings, load
+
+SHIM_NAMES = ("clang", "clang++", "ld.lld", "clang-14", "clang++-14", "clang-22", "clang++-22", "ld.lld-14", "ld.lld-22")
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+def stats_json(settings: Settings) -> dict:
+    summed = stats.summary(settings.cache_dir)
+    c = summed["counts"]
+    out = {k: int(c.get(k, 0)) for k in stats.COUNTERS}
+    out.update({k: round(float(c.get(k, 0)), 3) for k in stats.FLOAT_COUNTERS})
+    total = out["backend_hits"] + out["backend_misses"]
+    out["backend_hit_rate"] = round(out["backend_hits"] / total, 4) if total else None
+    out["fallback_reasons"] = summed["reasons"]
+    out["cache_bytes"] = stats.cache_bytes(summed)
+    out["cache_entries"] = stats.cache_files(summed)
+    out["max_size_bytes"] = settings.max_size
+    out["zeroed_at"] = summed["zeroed_at"]
+    out["cache_dir"] = settings.cache_dir
+    return out
+
+
+def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
+    if a.zero:
+        stats.zero(settings.cache_dir)
+        print("Statistics zeroed")
+        return 0
+    s = stats_json(settings)
+    if a.json:
+        print(json.dumps(s, indent=2, sort_keys=True))
+        return 0
+    rate = f"{100 * s['backend_hit_rate']:.1f} %" if s["backend_hit_rate"] is not None else "-"
+    zeroed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["zeroed_at"])) if s["zeroed_at"] else "never"
+    lines = [
+        f"Cache directory:            {s['cache_dir']}",
+        f"Stats zeroed:               {zeroed}",
+        "Links:",
+        f"  Distributed:              {s['links_distributed']}",
+        f"  Passed through (no bitcode): {s['links_passthrough']}",
+        f"  Fallen back:              {s['links_fallback']}",
+    ]
+    for reason, n in sorted(s["fallback_reasons"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:6d}  {reason}")
+    lines += [
+        "Backend compiles:",
+        f"  Hits:                     {s['backend_hits']}",
+        f"  Misses:                   {s['backend_misses']}",
+        f"  Hit rate:                 {rate}",
+        f"  Failures:                 {s['backend_failures']}",
+        f"  CPU time saved by hits:   {s['cpu_saved_seconds']:.1f} s",
+        "Thin-links:",
+        f"  Cached (skipped):         {s['thinlink_hits']}",
+        f"  Run:                      {s['thinlink_misses']}",
+        "Cache:",
+        f"  Size:                     {_human(s['cache_bytes'])} / {_human(s['max_size_bytes']) if s['max_size_bytes'] else 'unlimited'}",
+        f"  Files:                    {s['cache_entries']}",
+        f"  Bad entries removed:      {s['bad_entries']}",
+        f"  Write errors:             {s['cache_write_errors']}",
+        f"  Cleanups:                 {s['cleanups']} ({s['files_evicted']} files evicted)",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def _cache(settings: Settings) -> tuple[Cache, stats.Stats]:
+    counters = stats.Stats()
+    return Cache(settings.cache_dir, counters, settings.max_size), counters
+
+
+def cmd_cache(settings: Settings, a: argparse.Namespace) -> int:
+    cache, counters = _cache(settings)
+    if a.action == "clear":
+        cache.clear()
+        stats.zero(settings.cache_dir, keep_size=False)
+        print(f"Cleared {settings.cache_dir}")
+        return 0
+    if a.action == "trim":
+        limit = parse_size(a.max_size) if a.max_size else settings.max_size
+        removed = cache.trim(limit if limit else 1 << 62)
+        print(f"Removed {removed} files")
+    elif a.action == "evict":
+        removed = cache.trim(0, older_than=parse_age(a.older_than))
+        print(f"Removed {removed} files not used for {a.older_than}")
+    stats.flush(settings.cache_dir, counters)
+    return 0
+
+
+def cmd_config(settings: Settings, a: argparse.Namespace) -> int:
+    for key in SETTINGS:
+        print(f"({settings.origins[key]}) {key} = {getattr(settings, key)!r}")
+    return 0
+
+
+def shim_dir() -> str:
+    """A directory of clang, clang++, ld.lld... links to this install's entry scripts."""
+    bindir = os.path.dirname(os.path.realpath(sys.argv[0]))
+    target = os.path.join(sys.prefix, "share", "ltowrap", "shims")
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError:
+        from .config import default_cache_dir
+
+        target = os.path.join(default_cache_dir(), "shims")
+        os.makedirs(target, exist_ok=True)
+    for name in SHIM_NAMES:
+        entry = os.path.join(bindir, "ltowrap-" + ("ld.lld" if name.startswith("ld.lld") else "clang++" if name.startswith("clang++") else "clang"))
+        link = os.path.join(target, name)
+        if os.path.realpath(link) != os.path.realpath(entry):
+            tmp = link + ".tmp"
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(entry, tmp)
+            os.replace(tmp, link)
+    return target
+
+
+def cmd_shims(settings: Settings, a: argparse.Namespace) -> int:
+    print(shim_dir())
+    return 0
+
+
+def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
+    """Show the key dumps (LTOWRAP_DEBUG=1 writes them) for the named module digests or all."""
+    root = os.path.join(settings.cache_dir, "o")
+    found = 0
+    for dirpath, _, names in os.walk(root):
+        for n in sorted(names):
+            if n.endswith(".key.txt"):
+                text = open(os.path.join(dirpath, n), encoding="utf-8", errors="replace").read()
+                if not a.module or any(m in text for m in a.module):
+                    print(f"== {n[:-8]}\n{text}")
+                    found += 1
+    if not found:
+        print("No key dumps found: run the link with LTOWRAP_DEBUG=1 first.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ltowrap",
+        description="Distributed ThinLTO for unchanged builds. Use ltowrap-clang / ltowrap-clang++ as CC/CXX, "
+        "or put `ltowrap shims` first on PATH.",
+    )
+    p.add_argument("--version", action="version", version=f"ltowrap {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    counters = "\n".join(f"  {k}: {v}" for k, v in {**stats.COUNTERS, **stats.FLOAT_COUNTERS}.items())
+    s = sub.add_parser("stats", help="show cache statistics", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Counters summed over every ltowrap process since the last --zero:\n" + counters)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--zero", action="store_true", help="reset the counters")
+    s.set_defaults(func=cmd_stats)
+    c = sub.add_parser("cache", help="cache maintenance")
+    c.add_argument("action", choices=["clear", "trim", "evict"],
+                   help="clear: remove everything; trim: evict LRU files down to --max-size; evict: remove files unused for --older-than")
+    c.add_argument("--max-size", help="size like 500M, 5G, 5GiB (trim)")
+    c.add_argument("--older-than", default="30d", help="age like 30d, 12h (evict)")
+    c.set_defaults(func=cmd_cache)
+    sub.add_parser("config", help="show each setting, its value and where it came from").set_defaults(func=cmd_config)
+    sub.add_parser("shims", help="print the directory of clang/clang++/ld.lld shims to put first on PATH").set_defaults(func=cmd_shims)
+    e = sub.add_parser("explain", help="show what was hashed for backend compiles (after LTOWRAP_DEBUG=1)")
+    e.add_argument("module", nargs="*", help="only dumps mentioning these module names")
+    e.set_defaults(func=cmd_explain)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load()
+    except ConfigError as e:
+        print(f"ltowrap: {e}", file=sys.stderr)
+        return 2
+    return args.func(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Pure reading of a clang driver command line: compile or link, its inputs, its codegen options.
+
+Runs on the compile path: standard library only, no regular expressions.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Driver options whose value is the next argument when not joined.
+TAKES_ARG = frozenset(
+    """-o -x -I -D -U -include -imacros -isystem -iquote -idirafter -iprefix -iwithprefix
+    -iwithprefixbefore -isysroot -imultilib -MF -MT -MQ -Xclang -Xlinker -Xassembler -Xpreprocessor
+    -Xarch_host -Xarch_device -mllvm -target -arch -L -l -u -T -z -e --param -working-directory
+    -dependency-file -dependency-dot -serialize-diagnostics -ivfsoverlay -aux-target -Xopenmp-target
+    -Xcuda-ptxas -Xcuda-fatbinary -F -cxx-isystem -module-dependency-dir --sysroot --target
+    --include-directory --define-macro --undefine-macro --output --language -Wa -Wl -Wp""".split()
+)
+# Any of these makes the command something other than a link.
+NOT_LINK = frozenset(
+    """-c -S -E -M -MM -fsyntax-only -### --version -V --help -help -print-search-dirs
+    -print-libgcc-file-name -print-multiarch -print-resource-dir -print-target-triple
+    -print-effective-triple -print-supported-cpus -print-targets -dumpmachine -dumpversion
+    -emit-llvm -emit-ast -precompile --precompile -fdriver-only -rewrite-objc""".split()
+)
+NOT_LINK_PREFIXES = ("-print-prog-name=", "-print-file-name=", "--print-", "-print-multi")
+SOURCE_EXTENSIONS = frozenset(".c .cc .cp .cpp .cxx .c++ .C .CC .CPP .i .ii .m .mm".split())
+
+
+def split_joined(arg: str) -> tuple[str, str | None]:
+    """'-o' -> ('-o', None); '-ofoo' and '--output=foo' -> ('-o', 'foo') style splits."""
+    if arg.startswith("--") and "=" in arg:
+        name, _, value = arg.partition("=")
+        return name, value
+    return arg, None
+
+
+def walk(args: list[str]):
+    """Yield (option, value, is_input) over a driver argv, taking values of TAKES_ARG options."""
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        if a == "-" or not a.startswith("-"):
+            yield a, None, True
+        elif a in TAKES_ARG:
+            i += 1
+            yield a, args[i] if i < n else None, False
+        elif a[:2] in ("-o", "-I", "-D", "-U", "-L", "-l", "-x") and len(a) > 2:
+            yield a[:2], a[2:], False
+        else:
+            yield a, None, False
+        i += 1
+
+
+def inputs(args: list[str]) -> list[str]:
+    return [a for a, _, is_input in walk(args) if is_input and a != "-"]
+
+
+def is_link(args: list[str]) -> bool:
+    """A driver command that would run the linker: no stop-before-link flag and some input."""
+    has_input = False
+    for opt, _, is_input in walk(args):
+        if is_input:
+            has_input = True
+        elif opt in NOT_LINK or opt.startswith(NOT_LINK_PREFIXES):
+            return False
+    return has_input
+
+
+def wants_lto(args: list[str]) -> bool:
+    """-flto / -flto=thin / -flto=full, unless a later -fno-lto switches it off."""
+    on = False
+    for a in args:
+        if a == "-flto" or a.startswith("-flto="):
+            on = True
+        elif a == "-fno-lto":
+            on = False
+    return on
+
+
+def linker_choice(args: list[str]) -> tuple[str, str]:
+    """The last -fuse-ld= value and the last --ld-path= value ('' when absent)."""
+    fuse = ld_path = ""
+    for a in args:
+        if a.startswith("-fuse-ld="):
+            fuse = a[len("-fuse-ld=") :]
+        elif a.startswith("--ld-path="):
+            ld_path = a[len("--ld-path=") :]
+    return fuse, ld_path
+
+
+def is_source(path: str, lang: str | None) -> bool:
+    if lang is not None:
+        return lang in ("c", "c++", "cpp-output", "c++-cpp-output", "objective-c", "objective-c++")
+    return os.path.splitext(path)[1] in SOURCE_EXTENSIONS
+
+
+def compiles_sources(args: list[str]) -> bool:
+    """Does this command compile C/C++ source (the commands LTOWRAP_LTO=thin adds -flto=thin to)?"""
+    lang = None
+    for opt, value, is_input in walk(args):
+        if opt == "-x":
+            lang = None if value == "none" else value
+        elif is_input and is_source(opt, lang):
+            return True
+    return False
+
+
+def compile_outputs(args: list[str]) -> list[str]:
+    """Object files a `-c` command writes: -o, or each source's stem + .o in the cwd."""
+    out = None
+    sources = []
+    lang = None
+    for opt, value, is_input in walk(args):
+        if opt in ("-o", "--output") and value is not None:
+            out = value
+        elif opt == "-x":
+            lang = None if value == "none" else value
+        elif is_input and opt != "-":
+            if is_source(opt, lang) or lang is not None:
+                sources.append(opt)
+    if out is not None:
+        return [out] if len(sources) <= 1 else []
+    return [os.path.splitext(os.path.basename(s))[0] + ".o" for s in sources]
+
+
+# --- codegen options recorded at compile time and replayed on the module's backend compile ---
+
+# Dropped with their value: preprocessor, dependency output, language, output.
+_DROP_WITH_VALUE = frozenset(
+    """-D -U -I -include -imacros -isystem -iquote -idirafter -iprefix -iwithprefix
+    -iwithprefixbefore -isysroot -imultilib -cxx-isystem -MF -MT -MQ -x -o -Xpreprocessor -Xclang
+    -Xlinker -Xassembler -L -l -u -T -z -e -working-directory -dependency-file -dependency-dot
+    -serialize-diagnostics -ivfsoverlay -Wl -Wa -Wp --param -F -arch""".split()
+)
+# Dropped -f options: LTO itself and what only the front end or the linker uses.
+_DROP_F_PREFIXES = (
+    "-flto", "-fno-lto", "-fthinlto", "-ffat-lto", "-fno-fat-lto", "-fsanitize", "-fno-sanitize",
+    "-fprofile", "-fno-profile", "-fcoverage", "-fno-coverage", "-fembed-bitcode", "-fsyntax-only",
+    "-fuse-ld", "-fmodules", "-fno-modules", "-fimplicit-modules", "-fcxx-modules", "-fpch",
+    "-fpcH", "-finput-charset", "-fexec-charset", "-fcolor-diagnostics", "-fno-color-diagnostics",
+    "-fdiagnostics", "-fmessage-length", "-fmacro-prefix-map", "-fdriver-only",
+)
+_KEEP_WITH_VALUE = frozenset(["-mllvm", "-target"])
+
+
+def codegen_options(args: list[str]) -> list[str]:
+    """The part of a compile command that still means something to `clang -c -x ir`.
+
+    Kept: -O*, -g*, -m* target options, -f codegen options, -mllvm, --target/-target.
+    Dropped: -D -U -I -include -isystem (headers are already in the IR), -W* (warnings
+    belong to the front end; errors stay visible), -M* dependency output, -Wp, -x -c -o,
+    inputs, -flto* (the backend compile is the LTO), -std, sanitizers and profiles
+    (instrumentation happened before the bitcode was written).
+    """
+    kept: list[str] = []
+    for opt, value, is_input in walk(args):
+        if is_input or opt in _DROP_WITH_VALUE:
+            continue
+        if opt in _KEEP_WITH_VALUE:
+            if value is not None:
+                kept += [opt, value]
+        elif opt.startswith("--target="):
+            kept.append(opt)
+        elif opt.startswith(("-O", "-g")):
+            kept.append(opt)
+        elif opt.startswith("-m") and not opt.startswith("-mllvm"):
+            kept.append(opt)
+        elif opt.startswith("-f") and not opt.startswith(_DROP_F_PREFIXES):
+            kept.append(opt)
+    return kept

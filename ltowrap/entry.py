@@ -1,0 +1,130 @@
+"""What runs first for every compiler and linker invocation.
+
+Started as `python -S` (see scripts/), so it may import only the standard library and
+nothing heavy: a compile, a preprocess or a non-LTO link costs one small Python start and
+an exec. Only a link that may carry bitcode loads the pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import driverargs, toolchain
+
+ENTRY_PREFIX = "ltowrap-"
+
+
+def tool_name(argv0: str) -> str:
+    """ltowrap-clang++ -> clang++; a shim's own name (clang-22, ld.lld) is the tool's."""
+    name = os.path.basename(argv0)
+    return name[len(ENTRY_PREFIX) :] if name.startswith(ENTRY_PREFIX) else name
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv if argv is None else argv
+    tool = tool_name(argv[0])
+    env = os.environ
+    passthrough = bool(env.get(toolchain.GUARD)) or env.get("LTOWRAP_DISABLE", "").lower() in ("1", "true", "yes", "on")
+    try:
+        from . import config
+
+        resolved = config.resolve(env) if os.path.exists(config.config_path(env)) else None
+    except Exception as e:  # a broken config file must not break the build
+        print(f"ltowrap: {e}; passing through", file=sys.stderr)
+        resolved, passthrough = None, True
+    if resolved is not None:
+        passthrough = passthrough or bool(resolved["disable"][0])
+    clang_conf = str(resolved["clang"][0]) if resolved else ""
+    try:
+        real = toolchain.find_tool(tool, env, clang_conf)
+    except toolchain.ToolNotFound as e:
+        print(f"ltowrap: {e}", file=sys.stderr)
+        sys.exit(127)
+    args = argv[1:]
+    if passthrough:
+        _exec(real, args, env)
+    if tool.startswith("ld.lld") or tool == "ld":
+        from .pipeline import run_linker
+
+        sys.exit(run_linker(real, args))
+    _driver(real, args, env, resolved)
+
+
+def _exec(real: list[str], args: list[str], env: os._Environ[str] | dict[str, str]) -> None:
+    env = dict(env)
+    env[toolchain.GUARD] = "1"
+    try:
+        os.execve(real[0], real + args, env)
+    except OSError as e:
+        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
+        sys.exit(127)
+
+
+def _setting(resolved: dict | None, env: os._Environ[str], key: str) -> str:
+    raw = env.get(f"LTOWRAP_{key.upper()}")
+    if raw:
+        return raw
+    return str(resolved[key][0]) if resolved else ""
+
+
+def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> None:
+    lto_thin = _setting(resolved, env, "lto").lower() == "thin"
+    if not driverargs.is_link(args):
+        if lto_thin and "-c" in args and driverargs.compiles_sources(args) and not driverargs.wants_lto(args):
+            args = ["-flto=thin"] + args
+        if "-c" in args and driverargs.wants_lto(args):
+            from .records import compile_and_record
+
+            sys.exit(compile_and_record(real, args, env, resolved))
+        _exec(real, args, env)
+    if lto_thin and not driverargs.wants_lto(args):
+        args = ["-flto=thin"] + args
+    route = _lld_route(real, args, env, resolved)
+    if route is None:
+        _exec(real, args, env)
+    ld_entry, real_ld = route
+    env = dict(env)
+    env[toolchain.REAL_LD] = real_ld
+    env.setdefault("LTOWRAP_CLANG", os.path.realpath(real[0]))
+    # No GUARD here: the driver must reach our ld.lld entry, which runs the real tools guarded.
+    try:
+        os.execve(real[0], real + args + ["-fuse-ld=lld", f"--ld-path={ld_entry}"], env)
+    except OSError as e:
+        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
+        sys.exit(127)
+
+
+def _lld_route(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> tuple[str, str] | None:
+    """(our ld.lld entry, the real ld.lld) if this driver link should reach ltowrap's linker."""
+    fuse, ld_path = driverargs.linker_choice(args)
+    uses_lld = fuse == "lld" or fuse.endswith("ld.lld") or os.path.basename(ld_path).startswith("ld.lld")
+    if not uses_lld:
+        use_lld = _setting(resolved, env, "use_lld").lower() not in ("0", "false", "no", "off")
+        if not use_lld or not (driverargs.wants_lto(args) or _has_bitcode(driverargs.inputs(args))):
+            return None
+    real_ld = ld_path if ld_path and os.path.basename(ld_path).startswith("ld.lld") else ""
+    if not real_ld or toolchain.is_ltowrap(os.path.realpath(real_ld)):
+        real_ld = toolchain.sibling(real[0], "ld.lld")
+    ld_entry = os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), ENTRY_PREFIX + "ld.lld")
+    if not os.access(ld_entry, os.X_OK) or not os.access(real_ld, os.X_OK):
+        return None
+    return ld_entry, real_ld
+
+
+def _has_bitcode(paths: list[str]) -> bool:
+    from .magic import is_archive, is_bitcode, read_head
+
+    for p in paths:
+        head = read_head(p)
+        if is_bitcode(head):
+            return True
+        if is_archive(head):
+            from . import archive
+
+            try:
+                if any(is_bitcode(m.read()[:4]) for m in archive.read_members(p)):
+                    return True
+            except Exception:
+                continue
+    return False

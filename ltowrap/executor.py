@@ -1,0 +1,163 @@
+"""Run the backend jobs: look each up in the cache, compile the misses in parallel, verify, store.
+
+Processes are started with posix_spawn and reaped with os.wait, longest job first (the
+module's size plus what it imports), so a big module does not start last and hold up the
+link. A backend result counts only if clang exited 0, the object is non-empty, and clang
+did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM issue 75441).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from . import backend, records
+from .cache import OBJECTS, Cache
+from .cachekey import Hasher, digest_bytes
+from .cmdline import LinkCommand
+from .errors import ToolFailed
+from .thinlink import Job
+from .proc import tool_env
+
+PLACEHOLDERS = ("<module>", "<shard>", "<output>")
+
+
+@dataclass
+class Outcome:
+    job: Job
+    cached: bool
+    start: float
+    end: float
+
+
+@dataclass
+class Executor:
+    clang: str
+    compiler_identity: str
+    command: LinkCommand
+    cache: Cache
+    jobs: int
+    per_module_options: bool = True
+    debug: bool = False
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
+        """The backend cache key. What goes in, each under its own tag:
+        - the cache format version (Hasher);
+        - the compiler: its --version text and the identity of its binary;
+        - the backend argv, with the module, shard and output paths as placeholders
+          (this includes the module's recorded compile options);
+        - the module's bytes (by digest) and the index shard's bytes: module paths in the
+          shard are store paths named by content (plan.py), so the shard is the same for
+          a clean rebuild or another directory, and it names, by content, every module
+          the compile imports;
+        - the contents of the sample profile, if any: the only other file it reads.
+        """
+        h = Hasher(debug=self.debug)
+        h.field("compiler", self.compiler_identity)
+        h.field("argv", "\0".join(argv[1:]))
+        h.field("module", job.module.digest)
+        h.field("shard", job.shard)
+        profile = self.command.lto.sample_profile
+        if profile:
+            with open(profile, "rb") as f:
+                h.field("sample-profile", digest_bytes(f.read()))
+        return h.hexdigest(), h.dump
+
+    def _argv(self, job: Job, templ: bool) -> list[str]:
+        recorded = records.load(self.cache.root, job.module.digest) if self.per_module_options else None
+        module, shard, output = PLACEHOLDERS if templ else (job.module.path, job.output + ".thinlto.bc", job.output)
+        return backend.argv(self.clang, module, shard, output, self.command, recorded)
+
+    def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
+        pending: list[tuple[Job, str, list[str]]] = []
+        for job in jobs:
+            key, dump = self.key(job, self._argv(job, templ=True))
+            if self.debug and dump is not None:
+                self._write_dump(key, dump, job)
+            t = time.time()
+            entry = self.cache.get(OBJECTS, key)
+            if entry is not None and entry.payload:
+                with open(job.output, "wb") as f:
+                    f.write(entry.payload)
+                self.cache.stats.add("backend_hits")
+                self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
+                self.outcomes.append(Outcome(job, True, t, time.time()))
+            else:
+                pending.append((job, key, self._argv(job, templ=False)))
+        weight = {j.module.path: j.module.size + sum(sizes.get(i, 0) for i in j.imports) for j, _, _ in pending}
+        pending.sort(key=lambda p: weight[p[0].module.path], reverse=True)
+        self._compile(pending)
+
+    def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
+        path = self.cache.path(OBJECTS, key, ".key.txt")
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(f"module: {job.module.origin}\n" + "\n".join(dump) + "\n")
+        except OSError:
+            pass
+
+    def _compile(self, pending: list[tuple[Job, str, list[str]]]) -> None:
+        env = tool_env()
+        running: dict[int, tuple[Job, str, list[str], float]] = {}
+        failures: list[ToolFailed] = []
+        queue = list(reversed(pending))
+        try:
+            while queue or running:
+                while queue and len(running) < self.jobs and not failures:
+                    job, key, argv = queue.pop()
+                    shard_path = job.output + ".thinlto.bc"
+                    if not os.path.exists(shard_path):
+                        os.makedirs(os.path.dirname(shard_path), exist_ok=True)
+                        with open(shard_path, "wb") as f:
+                            f.write(job.shard)
+                    log = os.open(job.output + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    try:
+                        pid = os.posix_spawn(argv[0], argv, env, file_actions=[
+                            (os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)])
+                    finally:
+                        os.close(log)
+                    running[pid] = (job, key, argv, time.time())
+                if not running:
+                    break
+                pid, status = os.wait()
+                if pid not in running:
+                    continue
+                job, key, argv, start = running.pop(pid)
+                end = time.time()
+                failure = self._finish(job, key, argv, os.waitstatus_to_exitcode(status), end - start)
+                if failure:
+                    failures.append(failure)
+                else:
+                    self.outcomes.append(Outcome(job, False, start, end))
+        finally:
+            for pid in running:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+        if failures:
+            raise failures[0]
+
+    def _finish(self, job: Job, key: str, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
+        with open(job.output + ".log", "rb") as f:
+            out = f.read().decode("utf-8", "replace")
+        try:
+            with open(job.output, "rb") as f:
+                obj = f.read()
+        except OSError:
+            obj = b""
+        if rc != 0 or not obj or backend.BACKEND_FAILURE in out:
+            self.cache.stats.add("backend_failures")
+            why = f"exited {rc}" if rc else "wrote an empty object" if not obj else "reported a backend error"
+            return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}")
+        if out:  # the compiler's own warnings, as an in-process link would print them
+            sys.stderr.write(out)
+        self.cache.stats.add("backend_misses")
+        self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
+        return None

@@ -1,0 +1,58 @@
+"""The final link: the original command with each bitcode module replaced, in place, by its object.
+
+Archives stay archives in spirit (--start-lib groups), so link order and laziness are
+those of the original link. Messages naming our temporary objects are rewritten to name
+the input the user gave, so a link error reads as it would without ltowrap.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from .plan import LinkPlan, Module
+from .proc import tool_env
+from .thinlink import ThinLinkResult
+
+# Beyond this many bytes of arguments, pass them in a response file.
+RESPONSE_FILE_THRESHOLD = 100_000
+
+
+def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str]) -> list[str]:
+    natives = {j.module.path: j.output for j in result.jobs}
+    full_lto = [result.full_lto_object] if result.full_lto_object else []
+
+    def replace(m: Module) -> str | None:
+        if m.path in result.full_lto_modules:
+            return full_lto.pop() if full_lto else None
+        return natives.get(m.path)  # None: lazy bitcode the link did not pull in
+
+    tokens = plan.tokens(replace)
+    if full_lto:  # regular-LTO code whose module position we did not see
+        tokens += full_lto
+    return ld + tokens
+
+
+def quote(arg: str) -> str:
+    """GNU response-file quoting, which lld reads on Unix."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def run(cmd: list[str], result: ThinLinkResult, workdir: str) -> tuple[int, bytes, bytes]:
+    """Run the final link; its exit code and output, with our object paths renamed."""
+    if sum(len(a) + 1 for a in cmd) > RESPONSE_FILE_THRESHOLD:
+        rsp = f"{workdir}/final.rsp"
+        with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write("\n".join(quote(a) for a in cmd[1:]))
+        cmd = [cmd[0], "@" + rsp]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    names = {j.output: j.module.origin for j in result.jobs}
+    return done.returncode, _rename(done.stdout, names), _rename(done.stderr, names)
+
+
+def _rename(text: bytes, names: dict[str, str]) -> bytes:
+    if not text:
+        return text
+    # Longest first, so no path is rewritten inside a longer one.
+    for path in sorted(names, key=len, reverse=True):
+        text = text.replace(path.encode("utf-8", "surrogateescape"), names[path].encode("utf-8", "surrogateescape"))
+    return text

@@ -1,0 +1,67 @@
+"""Files that are only ever seen whole: atomic writes, private directories, advisory locks.
+
+Standard library only (the compile path writes option records through it).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from contextlib import contextmanager
+from collections.abc import Iterator
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def make_dirs(path: str) -> None:
+    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+
+
+def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write beside `path` and rename over it: readers see the old file or the new one, whole.
+
+    The temp file is created with O_EXCL | O_NOFOLLOW, so a symlink planted in the cache
+    cannot redirect the write; rename replaces a planted symlink rather than following it.
+    """
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(6).hex()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except FileNotFoundError:
+        make_dirs(directory)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_nofollow(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+@contextmanager
+def locked(path: str, blocking: bool = True) -> Iterator[bool]:
+    """flock() a lock file; yields False (without waiting) if `blocking` is off and it is taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES) and not blocking:
+                yield False
+                return
+            raise
+        yield True
+    finally:
+        os.close(fd)

@@ -1,0 +1,157 @@
+"""The one module that knows the order of the stages of a distributed link.
+
+argv -> LinkCommand (cmdline) -> LinkPlan (plan) -> thin-link jobs (thinlink)
+     -> native objects (executor: cache or backend compile) -> final link (finallink)
+
+Whatever goes wrong inside ltowrap ends in the original command, run unchanged, with
+one `ltowrap:` line saying why, and a counted reason. Errors of the user's own link
+are the linker's to report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import cmdline, finallink, log, plan, stats, thinlink, toolchain
+from .cache import MODULES, Cache
+from .config import ConfigError
+from .errors import ToolFailed, Unsupported
+from .executor import Executor
+from .settings import Settings, load
+
+
+class _Fallback(Exception):
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def run_linker(real: list[str], args: list[str]) -> int:
+    record: dict = {
+        "tool": os.path.basename(real[0]), "cwd": os.getcwd(), "argv": real + args, "decision": "passthrough",
+        "reason": None, "modules": 0, "backend_compiles": 0, "backend_hits": 0, "thinlink_cached": False,
+        "phases": {}, "backends": [], "pid": os.getpid(), "start": time.time(),
+    }
+    try:
+        settings = load()
+    except ConfigError as e:
+        print(f"ltowrap: {e}; running the link unchanged", file=sys.stderr)
+        _exec(real, args)
+    counters = stats.Stats()
+    cache = Cache(settings.cache_dir, counters, settings.max_size)
+    workdir = None
+    rc: int | None = None
+    try:
+        fsutil_make(settings.cache_dir)
+        workdir = tempfile.mkdtemp(prefix="link-", dir=cache.tmp_dir())
+        rc = _distribute(real, args, settings, cache, workdir, record)
+        record["decision"] = "distributed"
+        counters.add("links_distributed")
+    except Unsupported as e:
+        if e.reason == "no bitcode":
+            counters.add("links_passthrough")
+        else:
+            _fallback_note(record, counters, e.reason)
+    except _Fallback as e:
+        _fallback_note(record, counters, e.reason, e.detail)
+    except ToolFailed as e:
+        _fallback_note(record, counters, f"{os.path.basename(e.argv[0])} failed", e.output)
+    except OSError as e:
+        _fallback_note(record, counters, f"cache or file error: {e.strerror or e}")
+    except Exception as e:  # never turn a working build into a failing one
+        _fallback_note(record, counters, f"internal error: {type(e).__name__}: {e}")
+    finally:
+        if workdir and not settings.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    record["end"] = time.time()
+    try:
+        if rc is not None:
+            cache.maybe_cleanup(counters)
+    except OSError:
+        pass
+    stats.flush(settings.cache_dir, counters)
+    if settings.log:
+        log.append(settings.log, record)
+    if rc is None:
+        _exec(real, args)
+    return rc
+
+
+def fsutil_make(path: str) -> None:
+    from .fsutil import make_dirs
+
+    make_dirs(path)
+
+
+def _fallback_note(record: dict, counters: stats.Stats, reason: str, detail: str = "") -> None:
+    record["decision"] = "fallback"
+    record["reason"] = reason
+    counters.fallback(reason)
+    print(f"ltowrap: {reason}; running the link unchanged", file=sys.stderr)
+    if detail and os.environ.get("LTOWRAP_VERBOSE"):
+        print(detail, file=sys.stderr)
+
+
+def _exec(real: list[str], args: list[str]) -> None:
+    env = dict(os.environ)
+    env[toolchain.GUARD] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(real[0], real + args, env)
+
+
+def _compiler_identity(clang: str) -> str:
+    done = subprocess.run([clang, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    st = os.stat(clang)
+    return f"{os.path.realpath(clang)}\0{st.st_size}\0{st.st_mtime_ns}\0{done.stdout.decode(errors='replace')}"
+
+
+def _backend_clang(real_ld: str, settings: Settings) -> str:
+    clang = os.environ.get("LTOWRAP_CLANG") or settings.clang or toolchain.sibling(real_ld, "clang")
+    if not os.access(clang, os.X_OK):
+        raise Unsupported(f"no clang beside {real_ld} for backend compiles")
+    return clang
+
+
+def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cache, workdir: str, record: dict) -> int:
+    cwd = os.getcwd()
+    command = cmdline.parse(args, cwd)
+    link_plan = plan.build(command, cache)
+    record["modules"] = len(link_plan.modules)
+    clang = _backend_clang(real[0], settings)
+    store_prefix = os.path.join(cache.root, MODULES) + "/"
+    ld_st = os.stat(real[0])
+    thin_key = thinlink.key(link_plan, real, f"{os.path.realpath(real[0])}\0{ld_st.st_size}\0{ld_st.st_mtime_ns}", cwd)
+
+    t0 = time.time()
+    result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key)
+    t1 = time.time()
+    record["thinlink_cached"] = result.cached
+    jobs = len(os.sched_getaffinity(0)) if settings.jobs <= 0 else settings.jobs
+    executor = Executor(clang, _compiler_identity(clang), command, cache, jobs,
+                        per_module_options=settings.backend_opts == "module", debug=settings.debug)
+    sizes = {m.path: m.size for m in link_plan.modules}
+    executor.run(list(result.jobs), sizes)
+    t2 = time.time()
+    final = finallink.argv(link_plan, result, real)
+    rc, out, err = finallink.run(final, result, workdir)
+    t3 = time.time()
+    record["phases"] = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
+    record["backend_compiles"] = sum(1 for o in executor.outcomes if not o.cached)
+    record["backend_hits"] = sum(1 for o in executor.outcomes if o.cached)
+    record["backends"] = [
+        {"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4), "end": round(o.end, 4)}
+        for o in executor.outcomes
+    ]
+    if rc != 0:
+        # Run the user's own command, so its errors are reported exactly as without ltowrap.
+        raise _Fallback("final link failed; running the original command to report its errors")
+    sys.stdout.buffer.write(out)
+    sys.stderr.buffer.write(err)
+    return rc

@@ -1,0 +1,126 @@
+"""LinkCommand + the inputs' bytes -> LinkPlan: which inputs are bitcode and what each becomes.
+
+Every bitcode module, whether a file on the command line or a member of an archive, is
+copied into the cache's content-addressed module store, and the thin-link sees it there.
+So module IDs, the paths recorded in index shards, are the same for a clean rebuild,
+another checkout directory, or the same member in a different archive: shards, and the
+backend cache keys built from them, depend only on contents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import archive
+from .cache import Cache
+from .cachekey import digest_bytes
+from .cmdline import Arg, LinkCommand
+from .errors import Unsupported
+from .magic import is_archive, is_bitcode, read_head
+
+
+@dataclass(frozen=True)
+class Module:
+    digest: str  # xxh3-128 of the bitcode
+    path: str  # store path: the module ID in the thin-link and the backend's input
+    origin: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
+    size: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """What one element of the original link line becomes."""
+
+    arg: Arg
+    members: tuple[Module | str, ...] = ()  # bitcode modules and native member files, in order
+    rewritten: bool = False
+    wrap_lib: bool = False  # an archive outside --whole-archive: keep its laziness
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    command: LinkCommand
+    pieces: tuple[Piece, ...]
+    modules: tuple[Module, ...]
+    other_inputs: tuple[str, ...]  # input files left as they are (native, shared, scripts)
+
+    def by_path(self) -> dict[str, Module]:
+        return {m.path: m for m in self.modules}
+
+    def tokens(self, replace: Callable[[Module], str | None]) -> list[str]:
+        """The link line with each bitcode module replaced by replace(module) (None drops it).
+
+        --start-group/--end-group are dropped once an archive became a --start-lib group:
+        lld may not nest the two, and it resolves archives independently of position anyway.
+        """
+        out: list[str] = []
+        for p in self.pieces:
+            if p.arg.group_marker:
+                continue
+            if not p.rewritten:
+                out += p.arg.tokens
+                continue
+            items = [x for x in (replace(m) if isinstance(m, Module) else m for m in p.members) if x is not None]
+            if p.wrap_lib and items:
+                out += ["--start-lib", *items, "--end-lib"]
+            else:
+                out += items
+        return out
+
+
+def build(command: LinkCommand, cache: Cache) -> LinkPlan:
+    pieces: list[Piece] = []
+    modules: list[Module] = []
+    others: list[str] = []
+    seen: dict[str, int] = {}
+
+    def module(data: bytes, origin: str) -> Module:
+        digest = digest_bytes(data)
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
+        # The same bytes twice in one link (two identical util.o) need two module IDs.
+        path = cache.store_module(digest, data, ".o" if n == 0 else f".{n}.o")
+        m = Module(digest, path, origin, len(data))
+        modules.append(m)
+        return m
+
+    for arg in command.args:
+        path = arg.input
+        if path is None:
+            pieces.append(Piece(arg))
+            continue
+        head = read_head(path)
+        if is_bitcode(head):
+            data = _read(path)
+            pieces.append(Piece(arg, (module(data, path),), rewritten=True))
+        elif is_archive(head):
+            members = archive.read_members(path)
+            if not any(is_bitcode(m.read()[:4]) for m in members):
+                others.append(path)
+                pieces.append(Piece(arg))
+                continue
+            expanded: list[Module | str] = []
+            for m in members:
+                data = m.read()
+                origin = f"{path}({m.name})"
+                if is_bitcode(data[:4]):
+                    expanded.append(module(data, origin))
+                else:
+                    expanded.append(cache.store_module(digest_bytes(data), data, ".native.o"))
+            wrap = not arg.whole_archive and not arg.lazy
+            pieces.append(Piece(arg, tuple(expanded), rewritten=True, wrap_lib=wrap))
+        else:
+            others.append(path)
+            pieces.append(Piece(arg))
+    if not modules:
+        raise Unsupported("no bitcode")
+    return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others))
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise Unsupported(f"cannot read {path!r}: {e.strerror}") from e

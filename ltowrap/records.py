@@ -1,0 +1,68 @@
+"""Per-module backend options: recorded when a compile writes bitcode, found again by content.
+
+The record for a module is keyed by the xxh3-128 of the bitcode file's bytes, so it is
+found wherever the module travels: renamed, copied into an archive, or two different
+`util.o` in two directories. It holds the compile's codegen options (driverargs.codegen_options)
+separated by NUL bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import driverargs, fsutil
+from .magic import is_bitcode
+
+RECORD_DIR = "r"
+
+
+def record_path(cache_dir: str, digest: str) -> str:
+    return os.path.join(cache_dir, RECORD_DIR, digest[:2], digest)
+
+
+def load(cache_dir: str, digest: str) -> list[str] | None:
+    try:
+        data = fsutil.read_nofollow(record_path(cache_dir, digest))
+    except OSError:
+        return None
+    return data.decode("utf-8", "surrogateescape").split("\0") if data else []
+
+
+def compile_and_record(real: list[str], args: list[str], env, resolved: dict | None) -> int:
+    """Run the compile, then record its options for each bitcode file it wrote."""
+    from .toolchain import GUARD
+
+    child_env = dict(env)
+    child_env[GUARD] = "1"
+    try:
+        pid = os.posix_spawn(real[0], real + args, child_env)
+    except OSError as e:
+        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
+        return 127
+    _, status = os.waitpid(pid, 0)
+    rc = os.waitstatus_to_exitcode(status)
+    if rc != 0:
+        return rc if rc > 0 else 128 - rc
+    try:
+        _record(args, env, resolved)
+    except Exception as e:  # recording is an optimisation; the compile succeeded
+        print(f"ltowrap: could not record compile options: {e}", file=sys.stderr)
+    return 0
+
+
+def _record(args: list[str], env, resolved: dict | None) -> None:
+    import xxhash
+
+    from .config import default_cache_dir
+
+    cache_dir = env.get("LTOWRAP_DIR") or (str(resolved["cache_dir"][0]) if resolved else "") or default_cache_dir()
+    options = "\0".join(driverargs.codegen_options(args)).encode("utf-8", "surrogateescape")
+    for out in driverargs.compile_outputs(args):
+        try:
+            with open(out, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if is_bitcode(data[:4]):
+            fsutil.atomic_write(record_path(cache_dir, xxhash.xxh3_128_hexdigest(data)), options)

@@ -1,0 +1,123 @@
+"""Counters, gathered in memory during one invocation and added once to a shard file.
+
+Like ccache: each process adds its counts to one of SHARDS files (chosen by pid) under
+an flock, with an atomic rewrite, so concurrent builds lose no update and never
+contend on one file. `ltowrap stats` sums the shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from . import fsutil
+
+SHARDS = 16
+STATS_DIR = "stats"
+
+# Zeroable counters: name -> description (shown by `ltowrap stats` and `stats --help`).
+COUNTERS: dict[str, str] = {
+    "links_distributed": "links done as distributed ThinLTO",
+    "links_passthrough": "links with no bitcode input, run unchanged",
+    "links_fallback": "links ltowrap could not distribute, run unchanged (by reason below)",
+    "backend_hits": "backend compiles served from the cache",
+    "backend_misses": "backend compiles run (and stored)",
+    "backend_failures": "backend compiles that failed or wrote an empty object",
+    "thinlink_hits": "thin-links skipped: inputs unchanged since a cached thin-link",
+    "thinlink_misses": "thin-links run",
+    "bad_entries": "cache entries that failed verification (removed and rebuilt)",
+    "cache_write_errors": "entries that could not be stored (disk full, read-only cache)",
+    "cleanups": "size-limit cleanups run",
+    "files_evicted": "files removed by cleanups",
+}
+FLOAT_COUNTERS: dict[str, str] = {
+    "cpu_saved_seconds": "backend compile time saved by cache hits (seconds, as first measured)",
+}
+# Not zeroed by `stats --zero`: they track what is on disk.
+SIZE_COUNTERS = ("bytes_added", "files_added", "bytes_removed", "files_removed")
+
+
+@dataclass
+class Stats:
+    counts: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, n: float = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+    def fallback(self, reason: str) -> None:
+        self.add("links_fallback")
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+    def empty(self) -> bool:
+        return not self.counts and not self.reasons
+
+
+def _shard_path(cache_dir: str, pid: int) -> str:
+    return os.path.join(cache_dir, STATS_DIR, str(pid % SHARDS))
+
+
+def _read(path: str) -> dict:
+    try:
+        data = json.loads(fsutil.read_nofollow(path))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def flush(cache_dir: str, stats: Stats) -> None:
+    """Add this process's counts to its shard. Never raises: stats must not break a build."""
+    if stats.empty():
+        return
+    path = _shard_path(cache_dir, os.getpid())
+    try:
+        fsutil.make_dirs(os.path.dirname(path))
+        with fsutil.locked(path + ".lock"):
+            data = _read(path)
+            counts = data.setdefault("counts", {})
+            for k, v in stats.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            reasons = data.setdefault("reasons", {})
+            for k, v in stats.reasons.items():
+                reasons[k] = reasons.get(k, 0) + v
+            fsutil.atomic_write(path, json.dumps(data, sort_keys=True).encode())
+    except OSError:
+        pass
+
+
+def summary(cache_dir: str) -> dict:
+    """All shards summed: {'counts': {...}, 'reasons': {...}, 'zeroed_at': float|None}."""
+    counts: dict[str, float] = {}
+    reasons: dict[str, int] = {}
+    for i in range(SHARDS):
+        data = _read(os.path.join(cache_dir, STATS_DIR, str(i)))
+        for k, v in data.get("counts", {}).items():
+            counts[k] = counts.get(k, 0) + v
+        for k, v in data.get("reasons", {}).items():
+            reasons[k] = reasons.get(k, 0) + v
+    zeroed = _read(os.path.join(cache_dir, STATS_DIR, "zeroed")).get("at")
+    return {"counts": counts, "reasons": reasons, "zeroed_at": zeroed}
+
+
+def zero(cache_dir: str, keep_size: bool = True) -> None:
+    """Reset the counters; the size counters survive unless the cache itself was emptied."""
+    fsutil.make_dirs(os.path.join(cache_dir, STATS_DIR))
+    for i in range(SHARDS):
+        path = os.path.join(cache_dir, STATS_DIR, str(i))
+        with fsutil.locked(path + ".lock"):
+            data = _read(path)
+            kept = {k: v for k, v in data.get("counts", {}).items() if keep_size and k in SIZE_COUNTERS}
+            fsutil.atomic_write(path, json.dumps({"counts": kept, "reasons": {}}).encode())
+    fsutil.atomic_write(os.path.join(cache_dir, STATS_DIR, "zeroed"), json.dumps({"at": time.time()}).encode())
+
+
+def cache_bytes(summed: dict) -> int:
+    c = summed["counts"]
+    return max(0, int(c.get("bytes_added", 0) - c.get("bytes_removed", 0)))
+
+
+def cache_files(summed: dict) -> int:
+    c = summed["counts"]
+    return max(0, int(c.get("files_added", 0) - c.get("files_removed", 0)))

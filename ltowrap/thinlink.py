@@ -1,0 +1,121 @@
+"""The thin-link: lld with --thinlto-index-only writes one index shard per module; we read them back.
+
+Its result is cached under a key of the link line and the contents of everything it reads,
+so a relink with nothing changed skips it and goes straight to the backend cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+
+from . import proc
+from .cache import THINLINKS, Cache
+from .cachekey import Hasher, digest_bytes
+from .errors import Unsupported
+from .plan import LinkPlan, Module
+
+
+@dataclass(frozen=True)
+class Job:
+    """One backend compile: a module, its index shard, the modules it imports, its output."""
+
+    module: Module
+    shard: bytes
+    imports: tuple[str, ...]
+    output: str  # native object to write, inside the link's directory
+
+
+@dataclass(frozen=True)
+class ThinLinkResult:
+    jobs: tuple[Job, ...]
+    full_lto_object: str | None  # code of regular-LTO modules, compiled by the thin-link
+    full_lto_modules: frozenset[str]  # their module paths (they get no backend job)
+    cached: bool
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
+    h = Hasher()
+    h.field("ld", ld_identity)
+    h.field("cwd", cwd)  # relative paths in the command resolve against it
+    h.field("argv", "\0".join(plan.tokens(lambda m: m.path)))
+    for path in (*plan.other_inputs, *plan.command.read_files):
+        try:
+            h.field("file", path + "\0" + digest_bytes(_read(path)))
+        except OSError:
+            h.field("missing", path)
+    return h.hexdigest()
+
+
+def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None) -> ThinLinkResult:
+    if thin_key is not None:
+        hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
+        if hit is not None:
+            return hit
+    idx = os.path.join(workdir, "idx") + "/"
+    objects = os.path.join(workdir, "objects.txt")
+    full_obj = os.path.join(workdir, "full-lto.o")
+    if ";" in store_prefix or ";" in idx:
+        raise Unsupported("cache path contains ';', which --thinlto-prefix-replace cannot express")
+    argv = ld + plan.tokens(lambda m: m.path) + [
+        f"--thinlto-index-only={objects}",
+        "--thinlto-emit-imports-files",
+        f"--thinlto-prefix-replace={store_prefix};{idx}",
+        f"--lto-obj-path={full_obj}",
+    ]
+    proc.run(argv)
+    by_path = plan.by_path()
+    jobs: list[Job] = []
+    full: set[str] = set()
+    record: list[dict] = []
+    for line in _read(objects).decode("utf-8", "surrogateescape").splitlines():
+        if not line.startswith(idx):
+            raise Unsupported(f"thin-link listed an object outside its directory: {line!r}")
+        rel = line[len(idx) :]
+        module = by_path.get(store_prefix + rel)
+        if module is None:
+            raise Unsupported(f"thin-link listed an unknown module: {line!r}")
+        shard = _read(line + ".thinlto.bc")
+        imports = tuple(_read(line + ".imports").decode("utf-8", "surrogateescape").splitlines())
+        if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
+            full.add(module.path)
+            continue
+        jobs.append(Job(module, shard, imports, line))
+        record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports)})
+    has_full = os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
+    if thin_key is not None and not full:
+        cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
+        cache.stats.add("thinlink_misses")
+    return ThinLinkResult(tuple(jobs), full_obj if has_full else None, frozenset(full), cached=False)
+
+
+def _encode_record(record: list[dict]) -> bytes:
+    import json
+
+    return json.dumps(record).encode()
+
+
+def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_prefix: str) -> ThinLinkResult | None:
+    import json
+
+    entry = cache.get(THINLINKS, thin_key)
+    if entry is None or entry.meta.get("prefix") != store_prefix:
+        return None
+    by_path = plan.by_path()
+    idx = os.path.join(workdir, "idx") + "/"
+    jobs = []
+    try:
+        for item in json.loads(entry.payload):
+            module = by_path[store_prefix + item["rel"]]
+            jobs.append(Job(module, base64.b64decode(item["shard"]), tuple(item["imports"]), idx + item["rel"]))
+    except (KeyError, ValueError, TypeError):
+        cache.stats.add("bad_entries")
+        return None
+    cache.stats.add("thinlink_hits")
+    return ThinLinkResult(tuple(jobs), None, frozenset(), cached=True)
