@@ -44,11 +44,15 @@ def main(argv: list[str] | None = None) -> None:
     args = argv[1:]
     if passthrough:
         _exec(real, args, env)
-    if tool.startswith("ld.lld") or tool == "ld":
-        from .pipeline import run_linker
+    try:
+        if tool.startswith("ld.lld") or tool == "ld":
+            from .pipeline import run_linker
 
-        sys.exit(run_linker(real, args))
-    _driver(real, args, env, resolved)
+            sys.exit(run_linker(real, args))
+        _driver(real, args, env, resolved)
+    except Exception as e:  # a bug in ltowrap must not break the build
+        print(f"ltowrap: internal error ({type(e).__name__}: {e}); running the command unchanged", file=sys.stderr)
+        _exec(real, args, env)
 
 
 def _exec(real: list[str], args: list[str], env: os._Environ[str] | dict[str, str]) -> None:

@@ -49,18 +49,18 @@ def clang_flavour(tool: str) -> tuple[str, str]:
 
 def find_tool(tool: str, env: dict[str, str] | os._Environ[str], configured_clang: str = "") -> list[str]:
     """argv prefix that runs the real `tool` (a clang driver name or ld.lld)."""
-    if tool.startswith("ld.lld") or tool == "ld":
-        real = env.get(REAL_LD)
-        return [real] if real else [find_on_path(tool)]
     clang = env.get("LTOWRAP_CLANG") or configured_clang
+    if tool.startswith("ld.lld") or tool == "ld":
+        real = env.get(REAL_LD) or (sibling(clang, "ld.lld") if clang else "")
+        return [real] if real else [find_on_path(tool)]
     if not clang:
         return [find_on_path(tool)]
     mode, _ = clang_flavour(tool)
     if mode == "clang++":
         base = os.path.basename(clang)
-        sibling = os.path.join(os.path.dirname(clang), base.replace("clang", "clang++", 1))
-        if "clang++" not in base and os.access(sibling, os.X_OK):
-            return [sibling]
+        plusplus = os.path.join(os.path.dirname(clang), base.replace("clang", "clang++", 1))
+        if "clang++" not in base and os.access(plusplus, os.X_OK):
+            return [plusplus]
         if "clang++" not in base:
             return [clang, "--driver-mode=g++"]
     return [clang]

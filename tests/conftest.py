@@ -1,0 +1,107 @@
+"""Shared fixtures: real toolchains, an isolated cache, and a way to build small projects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent  # the venv ltowrap is installed in
+LLVM_VERSIONS = [v for v in (22, 14) if Path(f"/usr/lib/llvm-{v}/bin/clang").exists()]
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    version: int
+
+    @property
+    def bindir(self) -> Path:
+        return Path(f"/usr/lib/llvm-{self.version}/bin")
+
+    @property
+    def clang(self) -> str:
+        return str(self.bindir / "clang")
+
+    @property
+    def clangxx(self) -> str:
+        return str(self.bindir / "clang++")
+
+    @property
+    def lld(self) -> str:
+        return str(self.bindir / "ld.lld")
+
+    @property
+    def ar(self) -> str:
+        return str(self.bindir / "llvm-ar")
+
+
+@pytest.fixture(params=LLVM_VERSIONS, ids=[f"llvm{v}" for v in LLVM_VERSIONS])
+def tc(request) -> Toolchain:
+    return Toolchain(request.param)
+
+
+@pytest.fixture
+def tc22() -> Toolchain:
+    if 22 not in LLVM_VERSIONS:
+        pytest.skip("clang-22 not installed")
+    return Toolchain(22)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """Never touch the real user cache or config; every test gets its own cache and log."""
+    monkeypatch.setenv("LTOWRAP_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LTOWRAP_LOG", str(tmp_path / "ltowrap.log"))
+    monkeypatch.setenv("LTOWRAP_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    for var in ("LTOWRAP_CLANG", "LTOWRAP_DISABLE", "LTOWRAP_LTO", "LTOWRAP_ACTIVE", "LTOWRAP_REAL_LD",
+                "LTOWRAP_JOBS", "LTOWRAP_KEEP", "LTOWRAP_BACKEND_OPTS", "MAKEFLAGS", "MFLAGS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def run(cmd: list[str], cwd: Path | str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{cmd} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+    return done
+
+
+def wrapper(name: str) -> str:
+    return str(BIN / name)
+
+
+def log_lines(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "ltowrap.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def links(tmp_path: Path) -> list[dict]:
+    return [r for r in log_lines(tmp_path) if r["tool"].startswith("ld.lld")]
+
+
+def stats_json(env: dict | None = None) -> dict:
+    done = subprocess.run([wrapper("ltowrap"), "stats", "--json"], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    d = tmp_path / "proj"
+    d.mkdir()
+    return d
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None

@@ -1,0 +1,307 @@
+"""Distributed links of small real projects, with real clang and lld (no mock linker)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import Toolchain, links, run, stats_json, wrapper, write
+
+MAIN_C = """
+#include <stdio.h>
+int add(int, int);
+int mul(int, int);
+int twice(int);
+static int local(int x) { return x * 3 + 1; }
+int main(void) {
+    int acc = 0;
+    for (int i = 0; i < 100; i++) acc = add(acc, mul(i, twice(local(i)))) % 1000003;
+    printf("result %d\\n", acc);
+    return 0;
+}
+"""
+ADD_C = "int add(int a, int b) { return a + b; }\nint unused_in_add(int a) { return a * 7; }\n"
+MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
+TWICE_C = "int twice(int x) { return 2 * x; }\n"
+EXPECTED = None  # computed from a plain (non-LTO) build in each test
+
+
+def sources(d: Path) -> None:
+    write(d / "main.c", MAIN_C)
+    write(d / "add.c", ADD_C)
+    write(d / "mul.c", MUL_C)
+    write(d / "twice.c", TWICE_C)
+
+
+def expected_output(d: Path, tc: Toolchain) -> str:
+    ref = d / "ref"
+    ref.mkdir(exist_ok=True)
+    run([tc.clang, "-O1", "-o", str(ref / "prog"), *(str(d / f) for f in ("main.c", "add.c", "mul.c", "twice.c"))], d)
+    return run([str(ref / "prog")], d).stdout
+
+
+def compile_lto(d: Path, tc: Toolchain, *names: str, flags: tuple[str, ...] = ()) -> None:
+    for n in names:
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *flags, "-c", f"{n}.c", "-o", f"{n}.o"], d,
+            env={**os.environ, "LTOWRAP_CLANG": tc.clang})
+
+
+def lw_env(tc: Toolchain, **extra: str) -> dict:
+    return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
+
+
+def last_link(tmp_path: Path) -> dict:
+    return links(tmp_path)[-1]
+
+
+def test_executable(project, tmp_path, tc):
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"],
+        project, env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed", rec
+    assert rec["modules"] == 4 and rec["backend_compiles"] == 4
+    assert len(rec["backends"]) == 4 and all(b["end"] >= b["start"] for b in rec["backends"])
+    assert set(rec["phases"]) == {"thinlink", "backends", "final_link"}
+
+
+def test_default_linker_is_switched_to_lld(project, tmp_path, tc):
+    """Without -fuse-ld=lld the driver would run GNU ld; the bitcode link goes to lld instead."""
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    run([wrapper("ltowrap-clang"), "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_static_archive_found_through_l(project, tmp_path, tc):
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    run([tc.ar, "rcs", "libutil.a", "add.o", "mul.o", "twice.o"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-L.", "-lutil", "-o", "prog"], project, env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed" and rec["modules"] == 4
+
+
+def test_thin_archive_in_subdirectory(project, tmp_path, tc22):
+    tc = tc22
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    (project / "lib").mkdir()
+    run([tc.ar, "rcsT", "lib/libutil.a", "add.o", "mul.o", "twice.o"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "lib/libutil.a", "-o", "prog"], project, env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_duplicate_member_names_and_mixed_native_members(project, tmp_path, tc22):
+    """Two members named util.o with different code, plus a native member, in one archive."""
+    tc = tc22
+    write(project / "main.c", '#include <stdio.h>\nint f1(void); int f2(void); int nat(void);\n'
+          'int main(void){ printf("%d %d %d\\n", f1(), f2(), nat()); return 0; }\n')
+    write(project / "a" / "util.c", "int f1(void){ return 11; }\n")
+    write(project / "b" / "util.c", "int f2(void){ return 22; }\n")
+    write(project / "nat.c", "int nat(void){ return 33; }\n")
+    env = lw_env(tc)
+    for src in ("main.c", "a/util.c", "b/util.c"):
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", src, "-o", src[:-2] + ".o"], project, env=env)
+    run([tc.clang, "-O2", "-c", "nat.c", "-o", "nat.o"], project)  # native, not bitcode
+    run(["ar", "q", "libdup.a", "a/util.o"], project)
+    run(["ar", "q", "libdup.a", "b/util.o"], project)
+    run(["ar", "q", "libdup.a", "nat.o"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "libdup.a", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout == "11 22 33\n"
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed" and rec["modules"] == 3
+
+
+def test_whole_archive_and_unused_lazy_member(project, tmp_path, tc22):
+    """--whole-archive pulls every member; a plain archive's unused bitcode member gets no backend."""
+    tc = tc22
+    write(project / "main.c", 'int used(void); int main(void){ return used() == 5 ? 0 : 1; }\n')
+    write(project / "used.c", "int used(void){ return 5; }\n")
+    write(project / "unused.c", "int never_called(void){ return 6; }\n")
+    write(project / "ctor.c", '#include <stdio.h>\n__attribute__((constructor)) static void hello(void){ puts("ctor ran"); }\n')
+    env = lw_env(tc)
+    for n in ("main", "used", "unused", "ctor"):
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", f"{n}.c"], project, env=env)
+    run([tc.ar, "rcs", "liblazy.a", "used.o", "unused.o"], project)
+    run([tc.ar, "rcs", "libwhole.a", "ctor.o"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "liblazy.a", "-Wl,--whole-archive", "libwhole.a",
+         "-Wl,--no-whole-archive", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout == "ctor ran\n"
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed"
+    assert rec["modules"] == 4  # main, used, unused, ctor are all in the link line
+    compiled = sorted(b["module"].rsplit("(", 1)[-1].rstrip(")") for b in rec["backends"])
+    assert compiled == ["ctor.o", "main.o", "used.o"]  # never_called's module was not pulled in
+
+
+def test_shared_library_and_pie(project, tmp_path, tc):
+    write(project / "lib.c", "static int k = 7;\nint libfn(int x){ return x * k; }\n")
+    write(project / "main.c", '#include <stdio.h>\nint libfn(int);\nint main(void){ printf("%d\\n", libfn(6)); return 0; }\n')
+    env = lw_env(tc)
+    run([wrapper("ltowrap-clang"), "-O2", "-fPIC", "-flto=thin", "-c", "lib.c", "main.c"], project, env=env)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-shared", "-o", "libx.so", "lib.o"], project, env=env)
+    assert last_link(tmp_path)["decision"] == "distributed"
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-pie", "main.o", "-L.", "-lx", "-Wl,-rpath,$ORIGIN", "-o", "prog"],
+        project, env=env)
+    assert run(["./prog"], project).stdout == "42\n"
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_relocatable_link_and_linker_script(project, tmp_path, tc22):
+    tc = tc22
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    env = lw_env(tc)
+    # A -r link of bitcode, as the kernel's vmlinux.o: distributed, output is a native object.
+    run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", "add.o", "mul.o", "twice.o"], project, env=env)
+    assert last_link(tmp_path)["decision"] == "distributed"
+    assert (project / "combined.o").read_bytes()[:4] == b"\x7fELF"
+    write(project / "keep.ld", "SECTIONS { .note.ltowrap : { KEEP(*(.note.ltowrap)) } } INSERT AFTER .text;\n")
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "combined.o", "-Wl,-T,keep.ld", "-o", "prog"],
+        project, env=env)
+    assert run(["./prog"], project).stdout == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_undefined_symbol_fails_like_the_plain_linker(project, tmp_path, tc):
+    write(project / "main.c", "int missing(void);\nint main(void){ return missing(); }\n")
+    env = lw_env(tc)
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "main.c"], project, env=env)
+    plain = run([tc.clang, "-fuse-ld=lld", "-flto=thin", "main.o", "-o", "prog"], project, check=False)
+    ours = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", "main.o", "-o", "prog"], project, env=env, check=False)
+    assert plain.returncode != 0 and ours.returncode == plain.returncode
+    assert "undefined symbol: missing" in ours.stderr
+    assert ours.stderr.count("undefined symbol: missing") == plain.stderr.count("undefined symbol: missing")
+    assert not (project / "prog").exists()
+
+
+def test_compile_and_link_in_one_command(project, tmp_path, tc):
+    sources(project)
+    want = expected_output(project, tc)
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "main.c", "add.c", "mul.c", "twice.c", "-o", "prog"],
+        project, env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed" and rec["modules"] == 4
+
+
+def test_cxx_program_with_archive(project, tmp_path, tc):
+    write(project / "shape.hpp", "#include <memory>\n#include <vector>\nstruct Shape { virtual ~Shape() = default; virtual double area() const = 0; };\n"
+          "std::vector<std::unique_ptr<Shape>> make_shapes(int n);\n")
+    write(project / "shapes.cpp", '#include "shape.hpp"\n#include <stdexcept>\n'
+          "template <int K> struct Sq : Shape { double s; explicit Sq(double s) : s(s) {} double area() const override { return K * s * s; } };\n"
+          "std::vector<std::unique_ptr<Shape>> make_shapes(int n) { if (n < 0) throw std::invalid_argument(\"n\");\n"
+          "  std::vector<std::unique_ptr<Shape>> v; for (int i = 0; i < n; i++) v.push_back(std::make_unique<Sq<2>>(i)); return v; }\n")
+    write(project / "main.cpp", '#include "shape.hpp"\n#include <cstdio>\n#include <stdexcept>\n'
+          "int main() { double t = 0; for (auto &s : make_shapes(10)) t += s->area();\n"
+          '  try { make_shapes(-1); } catch (const std::invalid_argument &) { t += 1; }\n  std::printf("%.1f\\n", t); }\n')
+    env = lw_env(tc)
+    for n in ("shapes", "main"):
+        run([wrapper("ltowrap-clang++"), "-O2", "-flto=thin", "-c", f"{n}.cpp"], project, env=env)
+    run([tc.ar, "rcs", "libshapes.a", "shapes.o"], project)
+    run([wrapper("ltowrap-clang++"), "-fuse-ld=lld", "main.o", "libshapes.a", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout == "571.0\n"
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_direct_ld_lld_with_bitcode(project, tmp_path, tc22):
+    tc = tc22
+    write(project / "start.c", "void _start(void){ __asm__ volatile(\"mov $60, %eax; mov $3, %edi; syscall\"); }\n")
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-fno-pic", "-c", "start.c"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-ld.lld"), "-static", "start.o", "-o", "prog"], project,
+        env=lw_env(tc, LTOWRAP_REAL_LD=tc.lld))
+    assert run(["./prog"], project, check=False).returncode == 3
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_native_only_link_passes_through(project, tmp_path, tc):
+    write(project / "main.c", "int main(void){ return 0; }\n")
+    run([tc.clang, "-c", "main.c"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-o", "prog"], project, env=lw_env(tc))
+    run(["./prog"], project)
+    assert last_link(tmp_path)["decision"] == "passthrough"
+
+
+@pytest.mark.parametrize("args", [["-###", "-c", "x.c"], ["--version"], ["-v"], ["-print-prog-name=ld"]])
+def test_informational_commands_pass_through(project, tc, args):
+    write(project / "x.c", "int x;\n")
+    plain = run([tc.clang, *args], project, check=False)
+    ours = run([wrapper("ltowrap-clang"), *args], project, env=lw_env(tc), check=False)
+    assert ours.returncode == plain.returncode
+    assert ours.stdout == plain.stdout
+    assert ours.stderr == plain.stderr
+
+
+def test_compile_error_is_reported_unchanged(project, tc):
+    write(project / "bad.c", "int f(void) { return undeclared; }\n")
+    plain = run([tc.clang, "-flto=thin", "-c", "bad.c"], project, check=False)
+    ours = run([wrapper("ltowrap-clang"), "-flto=thin", "-c", "bad.c"], project, env=lw_env(tc), check=False)
+    assert plain.returncode != 0 and ours.returncode == plain.returncode
+    assert ours.stderr == plain.stderr
+
+
+def test_path_shims_never_recurse(project, tmp_path, tc22):
+    """Shims first on PATH, twice (also through a symlinked directory): the real clang is found."""
+    tc = tc22
+    shims = run([wrapper("ltowrap"), "shims"], project).stdout.strip()
+    alias = tmp_path / "alias"
+    alias.symlink_to(shims)
+    sources(project)
+    want = expected_output(project, tc)
+    env = {**os.environ, "PATH": f"{shims}:{alias}:{os.environ['PATH']}"}
+    for n in ("main", "add", "mul", "twice"):
+        run(["clang-22", "-O2", "-flto=thin", "-c", f"{n}.c"], project, env=env)
+    run(["clang-22", "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+    assert "ltowrap" not in run(["clang-22", "-print-prog-name=clang"], project, env=env).stdout
+
+
+def test_disable_is_pure_passthrough(project, tmp_path, tc):
+    sources(project)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"],
+        project, env=lw_env(tc, LTOWRAP_DISABLE="1"))
+    run(["./prog"], project)
+    assert links(tmp_path) == []
+
+
+def test_lto_thin_mode_adds_flto(project, tmp_path, tc):
+    sources(project)
+    want = expected_output(project, tc)
+    env = lw_env(tc, LTOWRAP_LTO="thin")
+    for n in ("main", "add", "mul", "twice"):
+        run([wrapper("ltowrap-clang"), "-O2", "-c", f"{n}.c"], project, env=env)
+    assert (project / "main.o").read_bytes()[:4] == b"BC\xc0\xde"
+    run([wrapper("ltowrap-clang"), "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+
+def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
+    tc = tc22
+    sources(project)
+    want = expected_output(project, tc)
+    compile_lto(project, tc, "main", "add", "mul", "twice")
+    done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-Wl,--lto-emit-asm", "main.o", "add.o", "mul.o", "twice.o",
+                "-o", "prog.s"], project, env=lw_env(tc))
+    assert "ltowrap: --lto-emit-asm; running the link unchanged" in done.stderr
+    assert last_link(tmp_path)["decision"] == "fallback"
+    assert stats_json()["links_fallback"] == 1
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project,
+        env=lw_env(tc))
+    assert run(["./prog"], project).stdout == want
