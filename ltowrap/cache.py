@@ -5,7 +5,7 @@ Layout under the cache directory (created 0700, files 0600):
                         bytes; the thin-link sees every module under this one prefix, so the
                         paths inside index shards depend only on contents
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
-    t/xx/<key>          thin-link records    }         | meta (JSON) | payload
+    t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
     r/xx/<digest>       per-module compile options (records.py)
     stats/              counters (stats.py)
     tmp/                per-link working directories
@@ -84,7 +84,8 @@ class Cache:
         except OSError:
             return None
         entry = decode(blob)
-        if entry is None:
+        # The key is stored inside the entry, so a valid entry copied under another key is caught.
+        if entry is None or entry.meta.get("key") != key:
             self.stats.add("bad_entries")
             self._remove(path, len(blob))
             return None
@@ -95,7 +96,7 @@ class Cache:
         return entry
 
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
-        return self._write(self.path(kind, key), encode(meta, payload))
+        return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
 
     def store_module(self, digest: str, data: bytes, suffix: str = ".o") -> str:
         """The store path of a module's bytes, written (once, atomically) if not already there."""

@@ -81,6 +81,7 @@ class Executor:
             t = time.time()
             entry = self.cache.get(OBJECTS, key)
             if entry is not None and entry.payload:
+                os.makedirs(os.path.dirname(job.output), exist_ok=True)
                 with open(job.output, "wb") as f:
                     f.write(entry.payload)
                 self.cache.stats.add("backend_hits")

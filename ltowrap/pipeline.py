@@ -10,12 +10,14 @@ are the linker's to report.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from . import cmdline, finallink, log, plan, stats, thinlink, toolchain
 from .cache import MODULES, Cache
@@ -23,6 +25,10 @@ from .config import ConfigError
 from .errors import ToolFailed, Unsupported
 from .executor import Executor
 from .settings import Settings, load
+
+
+# errno values that mean "this cache cannot be written", as opposed to a problem with an input.
+CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR])
 
 
 class _Fallback(Exception):
@@ -45,12 +51,19 @@ def run_linker(real: list[str], args: list[str]) -> int:
         _exec(real, args)
     counters = stats.Stats()
     cache = Cache(settings.cache_dir, counters, settings.max_size)
-    workdir = None
     rc: int | None = None
     try:
-        fsutil_make(settings.cache_dir)
-        workdir = tempfile.mkdtemp(prefix="link-", dir=cache.tmp_dir())
-        rc = _distribute(real, args, settings, cache, workdir, record)
+        try:
+            rc = _in_workdir(cache, settings, lambda wd: _distribute(real, args, settings, cache, wd, record))
+        except OSError as e:
+            if e.errno not in CACHE_UNUSABLE:
+                raise
+            # A read-only, full or foreign cache must not cost the user the distributed link.
+            print(f"ltowrap: cache {settings.cache_dir} unusable ({e.strerror}); linking without it", file=sys.stderr)
+            counters.add("cache_write_errors")
+            with tempfile.TemporaryDirectory(prefix="ltowrap-nocache-") as root:
+                scratch = Cache(root, stats.Stats(), 0)
+                rc = _in_workdir(scratch, settings, lambda wd: _distribute(real, args, settings, scratch, wd, record))
         record["decision"] = "distributed"
         counters.add("links_distributed")
     except Unsupported as e:
@@ -63,12 +76,9 @@ def run_linker(real: list[str], args: list[str]) -> int:
     except ToolFailed as e:
         _fallback_note(record, counters, f"{os.path.basename(e.argv[0])} failed", e.output)
     except OSError as e:
-        _fallback_note(record, counters, f"cache or file error: {e.strerror or e}")
+        _fallback_note(record, counters, f"file error: {e.strerror or e}: {e.filename or ''}".rstrip(": "))
     except Exception as e:  # never turn a working build into a failing one
         _fallback_note(record, counters, f"internal error: {type(e).__name__}: {e}")
-    finally:
-        if workdir and not settings.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     record["end"] = time.time()
     try:
         if rc is not None:
@@ -83,10 +93,14 @@ def run_linker(real: list[str], args: list[str]) -> int:
     return rc
 
 
-def fsutil_make(path: str) -> None:
-    from .fsutil import make_dirs
-
-    make_dirs(path)
+def _in_workdir(cache: Cache, settings: Settings, body: Callable[[str], int]) -> int:
+    """Run body(workdir) in a fresh per-link directory, removed afterwards unless keep is set."""
+    workdir = tempfile.mkdtemp(prefix="link-", dir=cache.tmp_dir())
+    try:
+        return body(workdir)
+    finally:
+        if not settings.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _fallback_note(record: dict, counters: stats.Stats, reason: str, detail: str = "") -> None:
@@ -151,7 +165,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     ]
     if rc != 0:
         # Run the user's own command, so its errors are reported exactly as without ltowrap.
-        raise _Fallback("final link failed; running the original command to report its errors")
+        raise _Fallback("final link failed")
     sys.stdout.buffer.write(out)
     sys.stderr.buffer.write(err)
     return rc

@@ -88,7 +88,9 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
             continue
         jobs.append(Job(module, shard, imports, line))
         record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports)})
-    has_full = os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
+    # lld writes an (empty) regular-LTO object even when every module is ThinLTO: use it only
+    # when some module really was regular LTO, so the output is the same with a cached thin-link.
+    has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
     if thin_key is not None and not full:
         cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
         cache.stats.add("thinlink_misses")

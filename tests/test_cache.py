@@ -1,0 +1,260 @@
+"""The backend cache, the thin-link cache and the stats, on real links."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import Toolchain, links, run, stats_json, wrapper, write
+
+N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o
+
+
+def make_project(d: Path, tweak: str = "") -> None:
+    """N modules in a chain; module k calls k+1 (so imports cross modules)."""
+    chain = N_MODULES - 1
+    for k in range(chain):
+        nxt = f"f{k + 1}(x) + " if k + 1 < chain else ""
+        decl = f"int f{k + 1}(int);\n" if k + 1 < chain else ""
+        extra = tweak if k == chain - 1 else ""
+        write(d / f"m{k}.c", f"{decl}int f{k}(int x) {{ return {nxt}x * {k + 2} {extra}; }}\n")
+    write(d / "leaf.c", "__attribute__((noinline)) int leaf(int x) { return x ^ 0x55; }\n")
+    write(d / "main.c", '#include <stdio.h>\nint f0(int); int leaf(int);\nint main(void){ int s = 0;'
+          ' for (int i = 0; i < 50; i++) s += f0(i) + leaf(i); printf("%d\\n", s); return 0; }\n')
+    names = " ".join([*(f"m{k}.o" for k in range(N_MODULES - 1)), "leaf.o"])
+    write(d / "Makefile", f"""CC ?= clang
+CFLAGS = -O2 -flto=thin
+prog: main.o libm.a
+\t$(CC) -fuse-ld=lld $(CFLAGS) -o $@ main.o libm.a
+libm.a: {names}
+\t$(AR) rcs $@ $^
+%.o: %.c
+\t$(CC) $(CFLAGS) -c $< -o $@
+clean:
+\trm -f *.o *.a prog
+""")
+
+
+def build(d: Path, tc: Toolchain, env_extra: dict | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, **(env_extra or {})}
+    return run(["make", "-s", f"CC={wrapper('ltowrap-clang')}", f"AR={tc.ar}"], d, env=env)
+
+
+def prog_link(tmp_path: Path) -> dict:
+    return [r for r in links(tmp_path) if "prog" in r["argv"]][-1]
+
+
+def output_of(d: Path) -> str:
+    return run(["./prog"], d).stdout
+
+
+def test_clean_rebuild_hits_everything_and_is_byte_identical(project, tmp_path, tc):
+    make_project(project)
+    build(project, tc)
+    first = prog_link(tmp_path)
+    assert first["decision"] == "distributed" and first["backend_compiles"] == N_MODULES + 1
+    binary = (project / "prog").read_bytes()
+    run(["make", "-s", "clean"], project)
+    build(project, tc)
+    second = prog_link(tmp_path)
+    assert second["backend_compiles"] == 0 and second["backend_hits"] == N_MODULES + 1
+    assert second["thinlink_cached"]
+    assert (project / "prog").read_bytes() == binary
+    s = stats_json()
+    assert s["backend_hits"] == N_MODULES + 1 and s["backend_misses"] == N_MODULES + 1
+    assert s["thinlink_hits"] == 1 and s["links_distributed"] == 2
+
+
+def test_moved_project_still_hits(project, tmp_path, tc22):
+    make_project(project)
+    build(project, tc22)
+    want = output_of(project)
+    moved = tmp_path / "elsewhere" / "deeper" / "copy"
+    shutil.copytree(project, moved)
+    run(["make", "-s", "clean"], moved)
+    build(moved, tc22)
+    rec = prog_link(tmp_path)
+    assert rec["cwd"] == str(moved)
+    assert rec["backend_compiles"] == 0 and rec["backend_hits"] == N_MODULES + 1
+    assert output_of(moved) == want
+
+
+def test_one_edit_misses_only_what_changed(project, tmp_path, tc22):
+    make_project(project)
+    build(project, tc22)
+    write(project / "main.c", (project / "main.c").read_text().replace("i < 50", "i < 60"))
+    build(project, tc22)
+    rec = prog_link(tmp_path)
+    compiled = {b["module"] for b in rec["backends"] if not b["cached"]}
+    # main.o changed; no other module imports from main, so everything else is a hit.
+    assert compiled == {"main.o"}, rec["backends"]
+    assert not rec["thinlink_cached"]
+    # A change to a function nobody imports (noinline) misses for its own module only.
+    write(project / "leaf.c", (project / "leaf.c").read_text().replace("0x55", "0x56"))
+    build(project, tc22)
+    rec = prog_link(tmp_path)
+    compiled = {b["module"].split("(")[-1].rstrip(")") for b in rec["backends"] if not b["cached"]}
+    assert compiled == {"leaf.o"}, rec["backends"]
+    # A change to a module others import from misses for it and for its importers, not for all.
+    write(project / "m4.c", (project / "m4.c").read_text().replace("* 6", "* 7"))
+    build(project, tc22)
+    rec = prog_link(tmp_path)
+    compiled = {b["module"].split("(")[-1].rstrip(")") for b in rec["backends"] if not b["cached"]}
+    assert "m4.o" in compiled and "leaf.o" not in compiled
+
+
+@pytest.mark.slow
+def test_concurrent_links_share_one_cache(tmp_path, tc22):
+    """8 projects (4 identical pairs) linked at once on one cache: right output, exact counters."""
+    dirs = []
+    for i in range(8):
+        d = tmp_path / f"p{i}"
+        make_project(d, tweak=f"+ {i % 4}")
+        dirs.append(d)
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "1"}
+    for d in dirs:
+        for src in sorted(d.glob("*.c")):
+            run([tc22.clang, "-O2", "-flto=thin", "-c", src.name], d)
+    link = [wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog", "main.o", "leaf.o",
+            *(f"m{k}.o" for k in range(N_MODULES - 1))]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda d: run(link, d, env=env), dirs))
+    assert all(r.returncode == 0 for r in results)
+    outputs = [output_of(d) for d in dirs]
+    for i in range(4):
+        assert outputs[i] == outputs[i + 4]
+    s = stats_json()
+    recs = links(tmp_path)
+    assert len(recs) == 8 and all(r["decision"] == "distributed" for r in recs)
+    assert s["links_distributed"] == 8
+    assert s["backend_hits"] + s["backend_misses"] == 8 * (N_MODULES + 1)
+    assert s["backend_hits"] == sum(r["backend_hits"] for r in recs)
+    assert s["backend_misses"] == sum(r["backend_compiles"] for r in recs)
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(p for p in (cache / "o").rglob("*") if p.is_file() and not p.name.endswith(".key.txt"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "bitflip", "swap"])
+def test_damaged_entries_are_detected_and_rebuilt(project, tmp_path, tc22, damage):
+    make_project(project)
+    build(project, tc22)
+    want = output_of(project)
+    cache = tmp_path / "cache"
+    entries = _entries(cache)
+    victim = entries[0]
+    blob = victim.read_bytes()
+    if damage == "truncate":
+        victim.write_bytes(blob[: len(blob) // 2])
+    elif damage == "bitflip":
+        victim.write_bytes(blob[:-10] + bytes([blob[-10] ^ 0x01]) + blob[-9:])
+    else:  # another entry's (valid) content under this key: caught by the stored key check
+        victim.write_bytes(entries[1].read_bytes())
+    run(["make", "-s", "clean"], project)
+    build(project, tc22)
+    rec = prog_link(tmp_path)
+    assert output_of(project) == want
+    assert rec["backend_compiles"] == 1 and rec["backend_hits"] == N_MODULES
+    assert stats_json()["bad_entries"] == 1
+    assert victim.read_bytes() != b""  # rebuilt and stored again
+
+
+def test_unwritable_cache_still_links(project, tmp_path, tc22):
+    make_project(project)
+    (tmp_path / "not-a-dir").write_text("a file where the cache should be\n")
+    done = build(project, tc22, {"LTOWRAP_DIR": str(tmp_path / "not-a-dir" / "cache")})
+    assert "linking without it" in done.stderr
+    assert prog_link(tmp_path)["decision"] == "distributed"
+    assert output_of(project)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+@pytest.mark.parametrize("kind", ["full", "readonly"])
+def test_full_or_readonly_cache_still_links(project, tmp_path, tc22, kind):
+    make_project(project)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    opts = "size=64k" if kind == "full" else "size=1m,ro"
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount tmpfs here")
+    try:
+        if kind == "full":
+            (mnt / "filler").write_bytes(b"\0" * 60_000)
+        done = build(project, tc22, {"LTOWRAP_DIR": str(mnt / "cache") if kind == "full" else str(mnt)})
+        assert "ltowrap:" in done.stderr
+        assert output_of(project)
+        assert prog_link(tmp_path)["decision"] in ("distributed", "fallback")
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_eviction_keeps_cache_under_max_size_and_keeps_recent(project, tmp_path, tc22):
+    make_project(project)
+    build(project, tc22)
+    cache = tmp_path / "cache"
+    total = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and p.parent.parent.name in "otmr")
+    limit = total // 2
+    run([wrapper("ltowrap"), "cache", "trim", "--max-size", str(limit)], project)
+    after = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and p.parent.parent.name in "otmr")
+    assert after <= limit
+    s = stats_json()
+    assert s["cleanups"] == 1 and s["files_evicted"] > 0
+    assert abs(s["cache_bytes"] - after) <= 0.05 * after + 4096
+
+
+def test_lru_order_on_automatic_cleanup(tmp_path, tc22):
+    """Build A, then B, touch A (a hit), then C over the limit: B's entries go first."""
+    env_base = {"LTOWRAP_MAX_SIZE": "0"}
+    sizes = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        make_project(d, tweak=f"+ {ord(name)}")
+        build(d, tc22, env_base)
+    cache = tmp_path / "cache"
+    size_ab = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and p.parent.parent.name in "otmr")
+    run(["make", "-s", "clean"], tmp_path / "a")
+    build(tmp_path / "a", tc22, env_base)  # hits refresh A's entries
+    d = tmp_path / "c"
+    make_project(d, tweak="+ 99")
+    build(d, tc22, {"LTOWRAP_MAX_SIZE": str(int(size_ab * 1.1))})
+    s = stats_json()
+    assert s["cleanups"] >= 1
+    run(["make", "-s", "clean"], tmp_path / "a")
+    build(tmp_path / "a", tc22, env_base)
+    a_rec = prog_link(tmp_path)
+    assert a_rec["backend_hits"] >= N_MODULES  # A survived
+    run(["make", "-s", "clean"], tmp_path / "b")
+    build(tmp_path / "b", tc22, env_base)
+    b_rec = prog_link(tmp_path)
+    assert b_rec["backend_compiles"] > 0  # B was evicted (at least partly)
+
+
+def test_stats_json_after_known_sequence(project, tmp_path, tc22):
+    make_project(project)
+    build(project, tc22)  # 1 distributed link, N+1 misses
+    run(["make", "-s", "clean"], project)
+    build(project, tc22)  # 1 distributed link, N+1 hits, thin-link hit
+    write(project / "native.c", "int main(void){ return 0; }\n")
+    run([tc22.clang, "-c", "native.c"], project)
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "native.o", "-o", "native"], project,
+        env={**os.environ, "LTOWRAP_CLANG": tc22.clang})  # passthrough
+    s = stats_json()
+    for key in ("links_distributed", "links_passthrough", "links_fallback", "backend_hits", "backend_misses",
+                "thinlink_hits", "cache_bytes", "cache_entries", "max_size_bytes", "zeroed_at"):
+        assert key in s
+    assert (s["links_distributed"], s["links_passthrough"], s["links_fallback"]) == (2, 1, 0)
+    assert (s["backend_hits"], s["backend_misses"], s["thinlink_hits"]) == (N_MODULES + 1, N_MODULES + 1, 1)
+    assert s["max_size_bytes"] == 5 << 30 and s["cache_entries"] > 0 and s["cache_bytes"] > 0
+    assert s["zeroed_at"] is None
+    run([wrapper("ltowrap"), "stats", "--zero"], project)
+    s2 = stats_json()
+    assert s2["links_distributed"] == 0 and s2["zeroed_at"] is not None
+    assert s2["cache_bytes"] == s["cache_bytes"]
+    human = run([wrapper("ltowrap"), "stats"], project).stdout
+    assert "Hit rate" in human and "Distributed" in human
