@@ -1,6 +1,6 @@
 """Run the backend jobs: look each up in the cache, compile the misses in parallel, verify, store.
 
-Processes are started with posix_spawn and reaped with os.wait, longest job first (the
+Processes are started with posix_spawn and watched through pidfds, longest job first (the
 module's size plus what it imports), so a big module does not start last and hold up the
 link. A backend result counts only if clang exited 0, the object is non-empty, and clang
 did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM issue 75441).
@@ -9,6 +9,7 @@ did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM iss
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -19,6 +20,8 @@ from .cache import OBJECTS, Cache
 from .cachekey import Hasher, digest_bytes
 from .cmdline import LinkCommand
 from .errors import ToolFailed
+from .jobserver import Jobserver
+from .progress import Progress
 from .thinlink import Job
 from .proc import tool_env
 
@@ -34,6 +37,16 @@ class Outcome:
 
 
 @dataclass
+class _Running:
+    pid: int
+    pidfd: int
+    job: Job
+    key: str
+    argv: list[str]
+    start: float
+
+
+@dataclass
 class Executor:
     clang: str
     compiler_identity: str
@@ -42,6 +55,8 @@ class Executor:
     jobs: int
     per_module_options: bool = True
     debug: bool = False
+    jobserver: Jobserver | None = None
+    progress: Progress | None = None
     outcomes: list[Outcome] = field(default_factory=list)
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
@@ -87,6 +102,8 @@ class Executor:
                 self.cache.stats.add("backend_hits")
                 self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
                 self.outcomes.append(Outcome(job, True, t, time.time()))
+                if self.progress:
+                    self.progress.update(len(self.outcomes), len(self.outcomes))
             else:
                 pending.append((job, key, self._argv(job, templ=False)))
         weight = {j.module.path: j.module.size + sum(sizes.get(i, 0) for i in j.imports) for j, _, _ in pending}
@@ -103,47 +120,72 @@ class Executor:
             pass
 
     def _compile(self, pending: list[tuple[Job, str, list[str]]]) -> None:
+        """Run the misses, at most `jobs` at once and, under make, one per jobserver token.
+
+        The link's own slot covers the first compile; each further one holds a token
+        from make's jobserver while it runs. Children are watched through pidfds, so
+        one select() waits for a child to finish or a token to arrive.
+        """
         env = tool_env()
-        running: dict[int, tuple[Job, str, list[str], float]] = {}
+        running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
         queue = list(reversed(pending))
+        js = self.jobserver
         try:
             while queue or running:
-                while queue and len(running) < self.jobs and not failures:
-                    job, key, argv = queue.pop()
-                    shard_path = job.output + ".thinlto.bc"
-                    if not os.path.exists(shard_path):
-                        os.makedirs(os.path.dirname(shard_path), exist_ok=True)
-                        with open(shard_path, "wb") as f:
-                            f.write(job.shard)
-                    log = os.open(job.output + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    try:
-                        pid = os.posix_spawn(argv[0], argv, env, file_actions=[
-                            (os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)])
-                    finally:
-                        os.close(log)
-                    running[pid] = (job, key, argv, time.time())
+                while queue and not failures and len(running) < self.jobs:
+                    if running and js is not None and not js.try_acquire():
+                        break
+                    child = self._spawn(*queue.pop(), env)
+                    running[child.pidfd] = child
                 if not running:
                     break
-                pid, status = os.wait()
-                if pid not in running:
-                    continue
-                job, key, argv, start = running.pop(pid)
-                end = time.time()
-                failure = self._finish(job, key, argv, os.waitstatus_to_exitcode(status), end - start)
-                if failure:
-                    failures.append(failure)
-                else:
-                    self.outcomes.append(Outcome(job, False, start, end))
+                waiting = list(running)
+                if js is not None and queue and not failures and len(running) < self.jobs:
+                    waiting.append(js.read_fd)
+                ready, _, _ = select.select(waiting, [], [])
+                for fd in ready:
+                    child = running.pop(fd, None)
+                    if child is None:
+                        continue  # the jobserver is readable: loop round and take a token
+                    _, status = os.waitpid(child.pid, 0)
+                    os.close(child.pidfd)
+                    end = time.time()
+                    if js is not None and len(js.held) > max(0, len(running) - 1):
+                        js.release()
+                    failure = self._finish(child.job, child.key, child.argv, os.waitstatus_to_exitcode(status), end - child.start)
+                    if failure:
+                        failures.append(failure)
+                    else:
+                        self.outcomes.append(Outcome(child.job, False, child.start, end))
+                    if self.progress:
+                        self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
         finally:
-            for pid in running:
+            for child in running.values():
                 try:
-                    os.kill(pid, signal.SIGTERM)
-                    os.waitpid(pid, 0)
+                    os.kill(child.pid, signal.SIGTERM)
+                    os.waitpid(child.pid, 0)
+                    os.close(child.pidfd)
                 except OSError:
                     pass
+            if js is not None:
+                js.release_all()
         if failures:
             raise failures[0]
+
+    def _spawn(self, job: Job, key: str, argv: list[str], env: dict[str, str]) -> _Running:
+        shard_path = job.output + ".thinlto.bc"
+        if not os.path.exists(shard_path):
+            os.makedirs(os.path.dirname(shard_path), exist_ok=True)
+            with open(shard_path, "wb") as f:
+                f.write(job.shard)
+        log = os.open(job.output + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=[
+                (os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)])
+        finally:
+            os.close(log)
+        return _Running(pid, os.pidfd_open(pid), job, key, argv, time.time())
 
     def _finish(self, job: Job, key: str, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
         with open(job.output + ".log", "rb") as f:

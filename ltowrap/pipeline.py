@@ -13,13 +13,14 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 
-from . import cmdline, finallink, log, plan, stats, thinlink, toolchain
+from . import cmdline, finallink, jobserver, log, plan, progress, stats, thinlink, toolchain
 from .cache import MODULES, Cache
 from .config import ConfigError
 from .errors import ToolFailed, Unsupported
@@ -29,6 +30,14 @@ from .settings import Settings, load
 
 # errno values that mean "this cache cannot be written", as opposed to a problem with an input.
 CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR])
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that every finally block runs."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated()
 
 
 class _Fallback(Exception):
@@ -52,6 +61,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
     counters = stats.Stats()
     cache = Cache(settings.cache_dir, counters, settings.max_size)
     rc: int | None = None
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         try:
             rc = _in_workdir(cache, settings, lambda wd: _distribute(real, args, settings, cache, wd, record))
@@ -79,6 +89,17 @@ def run_linker(real: list[str], args: list[str]) -> int:
         _fallback_note(record, counters, f"file error: {e.strerror or e}: {e.filename or ''}".rstrip(": "))
     except Exception as e:  # never turn a working build into a failing one
         _fallback_note(record, counters, f"internal error: {type(e).__name__}: {e}")
+    except (KeyboardInterrupt, _Terminated) as e:
+        # Children are stopped, tokens returned and the work directory removed by now
+        # (finally blocks); die of the same signal, as the linker would have.
+        sig = signal.SIGTERM if isinstance(e, _Terminated) else signal.SIGINT
+        record.update(decision="interrupted", reason=signal.Signals(sig).name, end=time.time())
+        stats.flush(settings.cache_dir, counters)
+        if settings.log:
+            log.append(settings.log, record)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        raise
     record["end"] = time.time()
     try:
         if rc is not None:
@@ -147,11 +168,18 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key)
     t1 = time.time()
     record["thinlink_cached"] = result.cached
-    jobs = len(os.sched_getaffinity(0)) if settings.jobs <= 0 else settings.jobs
+    js, jobs = jobserver.from_environment(settings.jobs)
+    bar = progress.for_link(command.output, len(result.jobs), settings.progress)
     executor = Executor(clang, _compiler_identity(clang), command, cache, jobs,
-                        per_module_options=settings.backend_opts == "module", debug=settings.debug)
-    sizes = {m.path: m.size for m in link_plan.modules}
-    executor.run(list(result.jobs), sizes)
+                        per_module_options=settings.backend_opts == "module", debug=settings.debug,
+                        jobserver=js, progress=bar)
+    try:
+        executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
+    finally:
+        if js is not None:
+            js.close()
+        if bar is not None:
+            bar.finish()
     t2 = time.time()
     final = finallink.argv(link_plan, result, real)
     rc, out, err = finallink.run(final, result, workdir)

@@ -1,0 +1,108 @@
+"""A GNU make jobserver client: borrow a token for every backend compile beyond the first.
+
+make passes the jobserver in MAKEFLAGS as --jobserver-auth=fifo:PATH (make >= 4.4) or
+--jobserver-auth=R,W (a pipe; also --jobserver-fds=R,W in older makes); the last one
+wins. Every job has one implicit slot; each further concurrent job must read one byte
+from the jobserver and write the same byte back when done, whatever happens.
+
+Reads are non-blocking on a file description of our own (the fifo opened anew, or the
+pipe reopened through /proc/self/fd), so we never change the flags make's other
+children share, and a wait for a token can be multiplexed with waits for our children.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Jobserver:
+    read_fd: int
+    write_fd: int
+    held: list[bytes] = field(default_factory=list)
+    owns_write_fd: bool = False
+
+    def try_acquire(self) -> bool:
+        try:
+            token = os.read(self.read_fd, 1)
+        except (BlockingIOError, InterruptedError):
+            return False
+        if not token:
+            return False
+        self.held.append(token)
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            token = self.held.pop()
+            while True:
+                try:
+                    os.write(self.write_fd, token)
+                    return
+                except InterruptedError:
+                    continue
+
+    def release_all(self) -> None:
+        while self.held:
+            self.release()
+
+    def close(self) -> None:
+        self.release_all()
+        os.close(self.read_fd)
+        if self.owns_write_fd:
+            os.close(self.write_fd)
+
+
+def auth(makeflags: str) -> str | None:
+    """The last --jobserver-auth= (or --jobserver-fds=) value in MAKEFLAGS."""
+    found = None
+    for word in makeflags.split():
+        for prefix in ("--jobserver-auth=", "--jobserver-fds="):
+            if word.startswith(prefix):
+                found = word[len(prefix) :]
+    return found
+
+
+class Unusable(Exception):
+    pass
+
+
+def connect(makeflags: str) -> Jobserver | None:
+    """The jobserver named in MAKEFLAGS; None if there is none; Unusable if it cannot be used."""
+    value = auth(makeflags)
+    if value is None:
+        return None
+    try:
+        if value.startswith("fifo:"):
+            path = value[len("fifo:") :]
+            r = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            w = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            return Jobserver(r, w, owns_write_fd=True)
+        r_s, _, w_s = value.partition(",")
+        r_fd, w_fd = int(r_s), int(w_s)
+        if r_fd < 0 or w_fd < 0:
+            raise Unusable("make passed no jobserver to this command (-j1 or a recipe without '+')")
+        for fd in (r_fd, w_fd):
+            os.fstat(fd)
+        r = os.open(f"/proc/self/fd/{r_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return Jobserver(r, w_fd)
+    except (OSError, ValueError) as e:
+        raise Unusable(f"jobserver {value!r} is not open here ({e}); mark the recipe with '+' to share it") from e
+
+
+def default_jobs(setting: int) -> int:
+    return setting if setting > 0 else len(os.sched_getaffinity(0))
+
+
+def from_environment(setting: int) -> tuple[Jobserver | None, int]:
+    """(jobserver or None, job limit). With a jobserver the limit is what its tokens allow."""
+    try:
+        js = connect(os.environ.get("MAKEFLAGS", ""))
+    except Unusable as e:
+        print(f"ltowrap: {e}; using {default_jobs(setting)} jobs", file=sys.stderr)
+        return None, default_jobs(setting)
+    if js is None:
+        return None, default_jobs(setting)
+    return js, default_jobs(setting) if setting > 0 else 1 << 16

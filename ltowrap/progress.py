@@ -1,0 +1,39 @@
+"""One self-updating status line per link, only on a terminal (or when forced)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+
+def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
+    if setting in ("0", "1"):
+        return setting == "1"
+    return stream.isatty()
+
+
+@dataclass
+class Progress:
+    name: str
+    total: int
+    stream: TextIO = sys.stderr
+    start: float = field(default_factory=time.time)
+    shown: bool = False
+
+    def update(self, done: int, cached: int) -> None:
+        line = f"ltowrap: {self.name}  {done}/{self.total} modules  ({cached} cached)  {time.time() - self.start:.1f} s"
+        self.stream.write("\r\033[K" + line)
+        self.stream.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def for_link(output: str, total: int, setting: str) -> Progress | None:
+    return Progress(os.path.basename(output), total) if wanted(setting) and total else None

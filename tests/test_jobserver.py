@@ -1,0 +1,183 @@
+"""Cooperation with make: jobserver tokens, the job limit, and interruption."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import links, run, wrapper, write
+from ltowrap import cache as cache_mod
+
+HEAVY = """
+static double poly{k}(double x, int n) {{ double s = 0; for (int i = 0; i < n; i++) s = s * x + (i ^ {k}); return s; }}
+double work{k}(double x) {{ double t = 0; for (int j = 1; j < 40; j++) t += poly{k}(x / j, j + {k}); return t; }}
+"""
+
+
+def make_program(d: Path, name: str, modules: int) -> list[str]:
+    objs = []
+    decls = "".join(f"double work{k}(double);\n" for k in range(modules))
+    calls = " + ".join(f"work{k}(x)" for k in range(modules))
+    write(d / f"{name}_main.c", f'#include <stdio.h>\n{decls}int main(void){{ double x = 1.5; printf("%.3f\\n", {calls}); return 0; }}\n')
+    objs.append(f"{name}_main.o")
+    for k in range(modules):
+        write(d / f"{name}_m{k}.c", HEAVY.format(k=k))
+        objs.append(f"{name}_m{k}.o")
+    return objs
+
+
+def compile_all(d: Path, clang: str) -> None:
+    for src in sorted(d.glob("*.c")):
+        run([clang, "-O2", "-flto=thin", "-c", src.name], d)
+
+
+def max_overlap(records: list[dict]) -> int:
+    events = []
+    for r in records:
+        for b in r["backends"]:
+            if not b["cached"]:
+                events += [(b["start"], 1), (b["end"], -1)]
+    level = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+def test_make_j3_jobserver_limits_concurrency(project, tmp_path, tc22):
+    programs = {p: make_program(project, p, 6) for p in ("a", "b", "c")}
+    compile_all(project, tc22.clang)
+    rules = "".join(f"{p}: {' '.join(objs)}\n\t+$(LINK) -o $@ $^\n" for p, objs in programs.items())
+    write(project / "Makefile", f"LINK = {wrapper('ltowrap-clang')} -fuse-ld=lld\nall: a b c\n{rules}")
+    done = run(["make", "-j3"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+    assert "jobserver" not in done.stderr.lower()
+    recs = links(tmp_path)
+    assert len(recs) == 3 and all(r["decision"] == "distributed" for r in recs)
+    assert sum(r["backend_compiles"] for r in recs) == 21
+    assert max_overlap(recs) <= 3
+    for p in programs:
+        assert run([f"./{p}"], project).stdout.strip()
+
+
+def test_recipe_without_plus_falls_back_to_local_jobs(project, tmp_path, tc22):
+    objs = make_program(project, "a", 3)
+    compile_all(project, tc22.clang)
+    write(project / "Makefile", f"a: {' '.join(objs)}\n\t{wrapper('ltowrap-clang')} -fuse-ld=lld -o $@ $^\n")
+    done = run(["make", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "2"})
+    assert links(tmp_path)[-1]["decision"] == "distributed"
+    assert max_overlap(links(tmp_path)) <= 2
+    assert "make: warning" not in done.stderr
+
+
+class TokenPool:
+    """A jobserver of our own, fifo or pipe style, that can count its tokens afterwards."""
+
+    def __init__(self, style: str, tokens: int, tmp: Path) -> None:
+        self.style = style
+        self.tokens = tokens
+        self.pass_fds: tuple[int, ...] = ()
+        if style == "fifo":
+            self.path = tmp / "jobserver.fifo"
+            os.mkfifo(self.path)
+            self.r = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            self.w = os.open(self.path, os.O_WRONLY)
+            self.makeflags = f" -j{tokens + 1} --jobserver-auth=fifo:{self.path}"
+        else:
+            self.r, self.w = os.pipe()
+            os.set_blocking(self.r, False)
+            self.pass_fds = (self.r, self.w)
+            self.makeflags = f" -j{tokens + 1} --jobserver-auth={self.r},{self.w}"
+        os.write(self.w, b"+" * tokens)
+
+    def count(self) -> int:
+        n = 0
+        while True:
+            try:
+                chunk = os.read(self.r, 1024)
+            except BlockingIOError:
+                return n
+            if not chunk:
+                return n
+            n += len(chunk)
+
+
+@pytest.mark.parametrize("style", ["fifo", "pipe"])
+def test_every_token_is_returned(project, tmp_path, tc22, style):
+    pool = TokenPool(style, tokens=2, tmp=tmp_path)
+    programs = {p: make_program(project, p, 5) for p in ("a", "b")}
+    compile_all(project, tc22.clang)
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "MAKEFLAGS": pool.makeflags}
+    procs = [subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", p, *objs], cwd=project, env=env,
+                              pass_fds=pool.pass_fds, stderr=subprocess.PIPE, text=True)
+             for p, objs in programs.items()]
+    for p in procs:
+        _, err = p.communicate()
+        assert p.returncode == 0, err
+        assert "ltowrap:" not in err
+    recs = links(tmp_path)
+    assert all(r["decision"] == "distributed" for r in recs)
+    # Two links, each with its implicit slot, plus the pool's two tokens.
+    assert max_overlap(recs) <= 4
+    assert pool.count() == 2
+
+
+def _backend_pids(marker: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmd and b"-fthinlto-index" in cmd:
+                pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_link_leaves_nothing_behind(project, tmp_path, tc22, sig):
+    pool = TokenPool("fifo", tokens=1, tmp=tmp_path)
+    objs = make_program(project, "a", 16)
+    compile_all(project, tc22.clang)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "2", "MAKEFLAGS": pool.makeflags}
+    proc = subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "a", *objs], cwd=project, env=env,
+                            stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while time.time() < deadline and not _backend_pids(str(cache)):
+        time.sleep(0.02)
+    assert _backend_pids(str(cache)), "no backend compile started"
+    time.sleep(0.2)
+    # The clang driver we start forks the wrapper's ld.lld entry; signal that whole group's link.
+    for pid in _linker_pids(str(cache)):
+        os.kill(pid, sig)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    time.sleep(0.2)
+    assert _backend_pids(str(cache)) == []
+    assert list((cache / "tmp").iterdir()) == []
+    for path in (cache / "o").rglob("*"):
+        if path.is_file():
+            assert cache_mod.decode(path.read_bytes()) is not None
+    assert pool.count() == 1
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "a", *objs], project,
+        env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+    assert run(["./a"], project).stdout.strip()
+
+
+def _linker_pids(marker: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(cmd) > 1 and cmd[1].endswith(b"ltowrap-ld.lld"):
+                pids.append(int(entry))
+    return pids
