@@ -89,7 +89,7 @@ def connect(makeflags: str) -> Jobserver | None:
         r = os.open(f"/proc/self/fd/{r_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         return Jobserver(r, w_fd)
     except (OSError, ValueError) as e:
-        raise Unusable(f"jobserver {value!r} is not open here ({e}); mark the recipe with '+' to share it") from e
+        raise Unusable(f"make's jobserver ({value}) is not open in this recipe (mark it with '+' to share it)") from e
 
 
 def default_jobs(setting: int) -> int:
