@@ -61,10 +61,10 @@ def read_members(path: str) -> list[Member]:
         if len(header) < _HEADER or header[58:60] != b"`\n":
             raise Unsupported(f"malformed archive {path!r}: bad member header at offset {pos}")
         raw_name = header[:16].decode("latin-1").rstrip(" ")
-        try:
-            size = int(header[48:58].decode("ascii").strip() or "0")
-        except ValueError:
-            raise Unsupported(f"malformed archive {path!r}: bad member size at offset {pos}") from None
+        size_field = header[48:58].decode("latin-1").strip()
+        if not size_field.isdigit() or not size_field.isascii():
+            raise Unsupported(f"malformed archive {path!r}: bad member size at offset {pos}")
+        size = int(size_field)
         data_start = pos + _HEADER
         special = raw_name in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED")
         # In a thin archive only the tables carry data.
@@ -79,6 +79,8 @@ def read_members(path: str) -> list[Member]:
         if special:
             continue
         name, data = _member_name(raw_name, data, longnames, path)
+        if name.startswith("__.SYMDEF"):  # a BSD symbol table under a long name
+            continue
         if thin:
             member_path = name if os.path.isabs(name) else os.path.join(base, name)
             members.append(Member(name=name, data=None, path=member_path))
@@ -89,6 +91,8 @@ def read_members(path: str) -> list[Member]:
 
 def _member_name(raw: str, data: bytes, longnames: bytes, path: str) -> tuple[str, bytes]:
     if raw.startswith("#1/"):  # BSD: the name leads the data
+        if not raw[3:].isdigit() or int(raw[3:]) > len(data):
+            raise Unsupported(f"malformed archive {path!r}: bad BSD name length {raw!r}")
         n = int(raw[3:])
         return data[:n].rstrip(b"\0").decode("utf-8", "surrogateescape"), data[n:]
     if raw.startswith("/") and raw[1:].isdigit():

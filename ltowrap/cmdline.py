@@ -8,7 +8,6 @@ is kept verbatim and in order; a link is rewritten only by replacing input token
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass, field
 
 from .errors import Unsupported
@@ -32,7 +31,7 @@ SEPARATE = frozenset(
     thinlto-remote-compiler-prepend-arg thinlto-single-module threads time-trace-file
     time-trace-granularity trace-symbol u undefined undefined-glob unresolved-symbols
     version-script warn-backrefs-exclude why-extract why-live wrap y z Ttext-segment
-    plugin-opt-thinlto soname-h audit depaudit P""".split()
+    plugin-opt-thinlto soname-h audit depaudit P rpath-link""".split()
 )
 # Single-letter options that also take a joined value (-Lfoo, -lfoo, -ofoo, -O1, -znow).
 JOINED_LETTERS = frozenset("LloTeuyzmhROFfb")
@@ -113,7 +112,9 @@ class LinkCommand:
 
 
 def _name(token: str) -> tuple[str, str | None]:
-    """'--soname=x' -> ('soname', 'x'); '-shared' -> ('shared', None)."""
+    """'--soname=x' -> ('soname', 'x'); '-shared' -> ('shared', None); '-L=/d' -> ('L', '=/d')."""
+    if not token.startswith("--") and token[1:2] in JOINED_LETTERS and token[2:3] == "=":
+        return token[1], token[2:]  # lld's sysroot-relative "=dir" keeps its "="
     body = token[2:] if token.startswith("--") else token[1:]
     name, eq, value = body.partition("=")
     return name, (value if eq else None)
@@ -132,14 +133,46 @@ def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> li
                     text = f.read()
             except OSError as e:
                 raise Unsupported(f"cannot read response file {tok[1:]!r}: {e.strerror}") from e
-            try:
-                words = shlex.split(text, posix=True)
-            except ValueError as e:
-                raise Unsupported(f"cannot parse response file {tok[1:]!r}: {e}") from e
-            out += expand_response_files(words, cwd, depth + 1)
+            out += expand_response_files(tokenize_gnu(text), cwd, depth + 1)
         else:
             out.append(tok)
     return out
+
+
+def tokenize_gnu(text: str) -> list[str]:
+    """Split a response file as LLVM's TokenizeGNUCommandLine does: whitespace separates,
+    quotes group, and a backslash escapes the next character except inside single quotes."""
+    words: list[str] = []
+    word: list[str] | None = None
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(text):
+                i += 1
+                word.append(text[i])  # type: ignore[union-attr]
+            else:
+                word.append(c)  # type: ignore[union-attr]
+        elif c in " \t\r\n":
+            if word is not None:
+                words.append("".join(word))
+                word = None
+        else:
+            word = word if word is not None else []
+            if c in "'\"":
+                quote = c
+            elif c == "\\" and i + 1 < len(text):
+                i += 1
+                word.append(text[i])
+            else:
+                word.append(c)
+        i += 1
+    if word is not None:
+        words.append("".join(word))
+    return words
 
 
 def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
@@ -153,7 +186,7 @@ def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
             search_dirs.append(value)
         elif name == "sysroot" and value is not None:
             sysroot = value
-    search_dirs = [sysroot + d[1:] if d.startswith("=") and sysroot else d for d in search_dirs]
+    search_dirs = [sysroot + d[1:] if d.startswith("=") else d for d in search_dirs]
 
     args: list[Arg] = []
     whole = lazy = static = False
@@ -273,14 +306,14 @@ def _split(tokens: list[str]) -> list[tuple[str | None, str | None, tuple[str, .
 # Flags whose single-dash spelling begins with a joined-value letter (-export-dynamic is not -e).
 _FLAGS = frozenset(
     """export-dynamic eh-frame-hdr emit-relocs enable-new-dtags end-group end-lib error-unresolved-symbols
-    execute-only omagic relocatable relax rosegment shared static start-group start-lib strip-all
+    execute-only relocatable relax rosegment shared static start-group start-lib strip-all
     strip-debug lto-O0 lto-O1 lto-O2 lto-O3 fatal-warnings fix-cortex-a53-843419 fix-cortex-a8
     force-group-allocation fortran-common fat-lto-objects o0 help Bdynamic Bstatic Bsymbolic
     Bsymbolic-functions Bshareable ul trace unique use-android-relr-tags undefined-version
     lto-whole-program-visibility lto-debug-pass-manager lto-pgo-warn-mismatch
     lto-unique-basic-block-section-names lto-validate-all-vtables-have-type-infos
     mmap-output-file merge-exidx-entries export-dynamic-symbol-list reproduce retain-symbols-file
-    y yes""".split()
+    y yes build-id""".split()
 )
 
 

@@ -18,23 +18,34 @@ APP = "ltowrap"
 _TRUE = ("1", "true", "yes", "on")
 
 
+_FALSE = ("0", "false", "no", "off", "")
+
+
 def _bool(v: object) -> bool:
-    return v if isinstance(v, bool) else str(v).strip().lower() in _TRUE
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in _TRUE or s in _FALSE:
+        return s in _TRUE
+    raise ValueError(f"expected a boolean (1/0, true/false, yes/no, on/off), got {v!r}")
 
 
 def _int(v: object) -> int:
+    if isinstance(v, (bool, float)):
+        raise ValueError(f"expected an integer, got {v!r}")
     return int(v)  # type: ignore[arg-type]
 
 
 def parse_size(v: object) -> int:
     """'5G', '500M', '5GiB', '1.5T', '0' or a plain number of bytes -> bytes."""
-    if isinstance(v, int):
-        return v
+    if isinstance(v, (bool, float)):
+        raise ValueError(f"expected a size like 5G or 500M, got {v!r}")
     s = str(v).strip().upper().removesuffix("IB").removesuffix("B")
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    if s and s[-1] in units:
-        return int(float(s[:-1]) * units[s[-1]])
-    return int(s)
+    size = int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
+    if size < 0:
+        raise ValueError(f"a size cannot be negative: {v!r}")
+    return size
 
 
 def parse_age(v: str) -> float:
@@ -78,7 +89,8 @@ SETTINGS: dict[str, tuple[object, object, str]] = {
 
 def _xdg(var: str, fallback: str) -> str:
     if sys.platform.startswith("linux"):
-        base = os.environ.get(var, "").strip() or os.path.expanduser(fallback)
+        value = os.environ.get(var, "")
+        base = value if os.path.isabs(value) else os.path.expanduser(fallback)  # as XDG and platformdirs
         return os.path.join(base, APP)
     import platformdirs
 

@@ -43,6 +43,8 @@ def walk(args: list[str]):
         a = args[i]
         if a == "-" or not a.startswith("-"):
             yield a, None, True
+        elif a.startswith("--output="):
+            yield "-o", a[len("--output=") :], False
         elif a in TAKES_ARG:
             i += 1
             yield a, args[i] if i < n else None, False

@@ -152,7 +152,6 @@ def test_bsd_archive_member_data(work):
     assert listing(read_members(str(work / "lib.a"))) == contents(work, *MEMBERS, "odd.txt")
 
 
-@pytest.mark.xfail(strict=True, reason="BSD symbol table '#1/12' + '__.SYMDEF' is returned as a member")
 @pytest.mark.parametrize("fmt", ["bsd", "darwin"])
 def test_bsd_symbol_table_is_not_a_member(work, fmt):
     sh(LLVM_AR, f"--format={fmt}", "rcs", "lib.a", "native.o", "bitcode.o", cwd=work)
@@ -331,8 +330,6 @@ def deadline(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.xfail(strict=True, raises=TimeoutError,
-                   reason="a negative size field is accepted; size -60 moves pos by 0 and loops forever")
 def test_negative_size_field_does_not_hang(tmp_path, gnu_blob):
     pos = first_member_offset(gnu_blob, b"native.o/")
     path = corrupt(tmp_path, with_size(gnu_blob, pos, b"-60"))
@@ -345,7 +342,6 @@ def bsd_header(name: bytes, size: int) -> bytes:
     return b"".join(value.ljust(width) for value, width in fields) + b"`\n"
 
 
-@pytest.mark.xfail(strict=True, reason="BSD '#1/<len>' is parsed with a bare int(): ValueError escapes, no bounds check")
 @pytest.mark.parametrize("name", [b"#1/zz", b"#1/100", b"#1/-2"])
 def test_bad_bsd_name_length(tmp_path, name):
     path = corrupt(tmp_path, b"!<arch>\n" + bsd_header(name, 4) + b"abcd")

@@ -33,8 +33,6 @@ def test_parse_size_rejects(text):
         parse_size(text)
 
 
-@pytest.mark.xfail(strict=True, reason="negative sizes are accepted; max_size=-1 makes every store trim the cache to "
-                                        "int(-0.9) = 0 bytes")
 @pytest.mark.parametrize("text", ["-1", "-5G"])
 def test_parse_size_rejects_negative(text):
     with pytest.raises(ValueError):
@@ -170,8 +168,6 @@ def test_bad_value_in_file(cfg, line, key):
     assert str(cfg) in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="int() and isinstance(v, int) coerce TOML floats and booleans: "
-                                        "jobs = 2.5 -> 2, jobs = true -> 1, max_size = true -> True")
 @pytest.mark.parametrize("line", ["jobs = 2.5", "jobs = true", "max_size = true"])
 def test_wrongly_typed_toml_number_is_an_error(cfg, line):
     cfg.write_text(line + "\n")
@@ -189,8 +185,6 @@ def test_bad_value_in_environment(cfg, var, value):
         resolve(env_for(cfg, **{var: value}))
 
 
-@pytest.mark.xfail(strict=True, reason="_bool maps every unrecognised string to False, so LTOWRAP_DISABLE=y "
-                                        "silently leaves ltowrap enabled")
 @pytest.mark.parametrize("value", ["y", "maybe", "2"])
 def test_bad_boolean_is_an_error(cfg, value):
     with pytest.raises(ConfigError, match="LTOWRAP_DISABLE"):
@@ -276,7 +270,6 @@ def test_ltowrap_config_overrides_the_default_location(home, monkeypatch, cfg):
     assert config.config_path({"LTOWRAP_CONFIG": str(cfg)}) == str(cfg)
 
 
-@pytest.mark.xfail(strict=True, reason="the XDG spec (and platformdirs) ignore a relative XDG_*_HOME; ltowrap uses it")
 @pytest.mark.parametrize("var", ["XDG_CACHE_HOME", "XDG_CONFIG_HOME"])
 def test_relative_xdg_home_is_ignored_like_platformdirs(home, monkeypatch, var):
     monkeypatch.setenv(var, "relative/dir")

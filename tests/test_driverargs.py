@@ -103,7 +103,6 @@ def test_compile_outputs(argv, outputs):
     assert compile_outputs(argv) == outputs
 
 
-@pytest.mark.xfail(strict=True, reason="walk() never splits '--output=out.o', so the -o value is missed")
 def test_compile_outputs_output_equals():
     assert compile_outputs(["-c", "a.c", "--output=out.o"]) == ["out.o"]
 
