@@ -1,12 +1,13 @@
 """The local cache: content-addressed bitcode modules, backend objects, thin-link records.
 
 Layout under the cache directory (created 0700, files 0600):
-    m/xx/<digest>.o     bitcode modules and archive members, named by the xxh3-128 of their
+    m/<digest>.o        bitcode modules and archive members, named by the xxh3-128 of their
                         bytes; the thin-link sees every module under this one prefix, so the
                         paths inside index shards depend only on contents
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
     t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
     r/xx/<digest>       per-module compile options (records.py)
+    c/xx/<key>          `clang --version` under the stat identity of the compiler's files
     stats/              counters (stats.py)
     tmp/                per-link working directories
 An entry is written to a temp file and renamed into place, so it is seen whole or not
@@ -28,10 +29,11 @@ from . import fsutil
 from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
-KINDS = ("o", "t", "m", "r")
+KINDS = ("o", "t", "m", "r", "c")
 MODULES = "m"
 OBJECTS = "o"
 THINLINKS = "t"
+TOOLCHAINS = "c"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ class Cache:
         self.write_error: str | None = None
 
     def path(self, kind: str, key: str, suffix: str = "") -> str:
+        if kind == MODULES:
+            # Flat: each link's shard directory mirrors this layout, and every directory a
+            # link creates (and removes) costs milliseconds on a discard-mounted ext4.
+            return os.path.join(self.root, kind, key + suffix)
         return os.path.join(self.root, kind, key[:2], key + suffix)
 
     def tmp_dir(self) -> str:

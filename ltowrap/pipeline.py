@@ -11,6 +11,7 @@ are the linker's to report.
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import shutil
 import signal
@@ -21,7 +22,8 @@ import time
 from collections.abc import Callable
 
 from . import cmdline, finallink, jobserver, log, plan, progress, stats, thinlink, toolchain
-from .cache import MODULES, Cache
+from .cache import MODULES, TOOLCHAINS, Cache
+from .cachekey import digest_bytes
 from .config import ConfigError
 from .errors import ToolFailed, Unsupported
 from .executor import Executor
@@ -141,10 +143,32 @@ def _exec(real: list[str], args: list[str]) -> None:
     os.execve(real[0], real + args, env)
 
 
-def _compiler_identity(clang: str) -> str:
+def _compiler_identity(clang: str, cache: Cache) -> str:
+    """`clang --version` and the identity of the files that make up the compiler.
+
+    Running clang costs ~30 ms, so the answer is kept in the cache under the stat
+    identity of the driver and of the LLVM libraries beside it, and asked again only
+    when one of them changes.
+    """
+    real = os.path.realpath(clang)
+    libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
+    files = [real, *sorted(glob.glob(os.path.join(libdir, "libLLVM*.so*")) + glob.glob(os.path.join(libdir, "libclang-cpp*.so*")))]
+    stamp = "\0".join(f"{f}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}" for f in files if (st := _stat(f)))
+    key = digest_bytes(stamp.encode())
+    entry = cache.get(TOOLCHAINS, key)
+    if entry is not None:
+        return entry.payload.decode()
     done = subprocess.run([clang, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    st = os.stat(clang)
-    return f"{os.path.realpath(clang)}\0{st.st_size}\0{st.st_mtime_ns}\0{done.stdout.decode(errors='replace')}"
+    identity = f"{stamp}\0{done.stdout.decode(errors='replace')}"
+    cache.put(TOOLCHAINS, key, {}, identity.encode())
+    return identity
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 def _backend_clang(real_ld: str, settings: Settings) -> str:
@@ -170,7 +194,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     record["thinlink_cached"] = result.cached
     js, jobs = jobserver.from_environment(settings.jobs)
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
-    executor = Executor(clang, _compiler_identity(clang), command, cache, jobs,
+    executor = Executor(clang, _compiler_identity(clang, cache), command, cache, jobs,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
                         jobserver=js, progress=bar)
     try:
