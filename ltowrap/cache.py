@@ -6,7 +6,7 @@ Layout under the cache directory (created 0700, files 0600):
                         paths inside index shards depend only on contents
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
     t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
-    r/xx/<digest>       per-module compile options (records.py)
+    r/xx/<digest>       per-module compile options (records.py); not trimmed by size
     c/xx/<key>          `clang --version` under the stat identity of the compiler's files
     stats/              counters (stats.py)
     tmp/                per-link working directories
@@ -30,6 +30,9 @@ from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
 KINDS = ("o", "t", "m", "r", "c")
+# Trimmed by size, least recently used first. Option records (r/) are left out: they are
+# tiny, written by compiles, and losing one would change how its module is compiled.
+SIZED_KINDS = ("o", "t", "m", "c")
 MODULES = "m"
 OBJECTS = "o"
 THINLINKS = "t"
@@ -140,10 +143,10 @@ class Cache:
 
     # --- maintenance ---
 
-    def files(self) -> list[tuple[float, int, str]]:
-        """(mtime, size, path) of every cache file, oldest first."""
+    def files(self, kinds: tuple[str, ...] = SIZED_KINDS) -> list[tuple[float, int, str]]:
+        """(mtime, size, path) of every cache file of these kinds, oldest first."""
         out = []
-        for kind in KINDS:
+        for kind in kinds:
             top = os.path.join(self.root, kind)
             for dirpath, _, names in os.walk(top):
                 for n in names:
@@ -172,7 +175,7 @@ class Cache:
         with fsutil.locked(os.path.join(self.root, "cleanup.lock"), blocking=blocking) as got:
             if not got:
                 return 0
-            files = self.files()
+            files = self.files(KINDS if older_than is not None else SIZED_KINDS)
             total = sum(size for _, size, _ in files)
             if counted is None:
                 counted = cache_bytes(summary(self.root))

@@ -26,7 +26,7 @@ def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str]) -> list[str]:
             return full_lto.pop() if full_lto else None
         return natives.get(m.path)  # None: lazy bitcode the link did not pull in
 
-    tokens = plan.tokens(replace)
+    tokens = plan.tokens(replace, eager=True)
     if full_lto:  # regular-LTO code whose module position we did not see
         tokens += full_lto
     return ld + tokens

@@ -48,11 +48,16 @@ class LinkPlan:
     def by_path(self) -> dict[str, Module]:
         return {m.path: m for m in self.modules}
 
-    def tokens(self, replace: Callable[[Module], str | None]) -> list[str]:
+    def tokens(self, replace: Callable[[Module], str | None], eager: bool = False) -> list[str]:
         """The link line with each bitcode module replaced by replace(module) (None drops it).
 
         --start-group/--end-group are dropped once an archive became a --start-lib group:
         lld may not nest the two, and it resolves archives independently of position anyway.
+
+        eager (the final link): the thin-link already chose which bitcode members and lazy
+        files the link uses, so their objects are linked unconditionally. Left lazy, a member
+        whose every reference was inlined away would be dropped with its constructors and
+        definitions, which in-process LTO keeps. Native members stay lazy.
         """
         out: list[str] = []
         for p in self.pieces:
@@ -61,11 +66,23 @@ class LinkPlan:
             if not p.rewritten:
                 out += p.arg.tokens
                 continue
-            items = [x for x in (replace(m) if isinstance(m, Module) else m for m in p.members) if x is not None]
-            if p.wrap_lib and items:
-                out += ["--start-lib", *items, "--end-lib"]
+            modules: list[str] = []
+            natives: list[str] = []
+            for m in p.members:
+                if isinstance(m, Module):
+                    x = replace(m)
+                    if x is not None:
+                        (modules if eager else natives).append(x)
+                else:
+                    natives.append(m)
+            if p.arg.lazy and modules:  # inside the user's own --start-lib: step out for them
+                out += ["--end-lib", *modules, "--start-lib"]
             else:
-                out += items
+                out += modules
+            if p.wrap_lib and natives:
+                out += ["--start-lib", *natives, "--end-lib"]
+            else:
+                out += natives
         return out
 
 

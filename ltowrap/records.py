@@ -22,8 +22,10 @@ def record_path(cache_dir: str, digest: str) -> str:
 
 
 def load(cache_dir: str, digest: str) -> list[str] | None:
+    path = record_path(cache_dir, digest)
     try:
-        data = fsutil.read_nofollow(record_path(cache_dir, digest))
+        data = fsutil.read_nofollow(path)
+        os.utime(path)  # `ltowrap cache evict --older-than` goes by last use
     except OSError:
         return None
     return data.decode("utf-8", "surrogateescape").split("\0") if data else []
