@@ -156,11 +156,61 @@ def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
+    """Check the setup and say what to fix; exit 1 if something is broken."""
+    import subprocess
+
+    from . import jobserver, toolchain
+
+    problems = 0
+
+    def report(ok: bool, what: str, fix: str = "") -> None:
+        nonlocal problems
+        problems += not ok
+        print(f"[{'ok' if ok else 'FAIL'}] {what}" + ("" if ok or not fix else f"\n       fix: {fix}"))
+
+    try:
+        clang = toolchain.find_tool("clang", os.environ, settings.clang)[0]
+        version = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        report(True, f"real clang: {clang} ({version})")
+        ld = toolchain.sibling(clang, "ld.lld")
+        report(os.access(ld, os.X_OK), f"ld.lld beside it: {ld}", "install the lld package of the same LLVM version (e.g. lld-22)")
+    except (toolchain.ToolNotFound, OSError, IndexError) as e:
+        report(False, f"real clang: {e}", "install clang (e.g. clang-22) or set LTOWRAP_CLANG")
+    try:
+        from .fsutil import make_dirs
+
+        make_dirs(os.path.join(settings.cache_dir, "tmp"))
+        probe = os.path.join(settings.cache_dir, "tmp", f".doctor.{os.getpid()}")
+        with open(probe, "wb") as f:
+            f.write(b"ok")
+        os.unlink(probe)
+        report(True, f"cache directory writable: {settings.cache_dir}")
+    except OSError as e:
+        report(False, f"cache directory {settings.cache_dir}: {e.strerror}", "set LTOWRAP_DIR to a writable directory")
+    flags = os.environ.get("MAKEFLAGS", "")
+    try:
+        js = jobserver.connect(flags)
+        report(True, "make jobserver: " + ("usable" if js else "none (outside make, or make -j1): using LTOWRAP_JOBS or the CPU count"))
+        if js:
+            js.close()
+    except jobserver.Unusable as e:
+        report(False, f"make jobserver: {e}", "mark the recipe that runs the link with '+'")
+    report(True, f"backend jobs when make gives no jobserver: {jobserver.default_jobs(settings.jobs)}")
+    if settings.disable:
+        report(False, "ltowrap is disabled (disable / LTOWRAP_DISABLE)", "unset it to distribute links")
+    print("No problems found." if not problems else f"{problems} problem(s) found.")
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ltowrap",
-        description="Distributed ThinLTO for unchanged builds. Use ltowrap-clang / ltowrap-clang++ as CC/CXX, "
-        "or put `ltowrap shims` first on PATH.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Distributed ThinLTO for unchanged builds.\n\n"
+        "Use ltowrap-clang / ltowrap-clang++ as CC / CXX, put `ltowrap shims` first on PATH, or\n"
+        "prefix a command as with ccache: `ltowrap clang ...`, `ltowrap ld.lld ...` (CMake's\n"
+        "CMAKE_<LANG>_COMPILER_LAUNCHER / _LINKER_LAUNCHER, meson's CC='ltowrap clang').",
     )
     p.add_argument("--version", action="version", version=f"ltowrap {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -178,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_cache)
     sub.add_parser("config", help="show each setting, its value and where it came from").set_defaults(func=cmd_config)
     sub.add_parser("shims", help="print the directory of clang/clang++/ld.lld shims to put first on PATH").set_defaults(func=cmd_shims)
+    sub.add_parser("doctor", help="check the setup (real clang/lld, cache, jobserver) and say what to fix").set_defaults(func=cmd_doctor)
     e = sub.add_parser("explain", help="show what was hashed for backend compiles (after LTOWRAP_DEBUG=1)")
     e.add_argument("module", nargs="*", help="only dumps mentioning these module names")
     e.set_defaults(func=cmd_explain)

@@ -21,7 +21,30 @@ def tool_name(argv0: str) -> str:
     return name[len(ENTRY_PREFIX) :] if name.startswith(ENTRY_PREFIX) else name
 
 
-def main(argv: list[str] | None = None) -> None:
+# `ltowrap <subcommand>`; anything else after `ltowrap` is a command to wrap (launcher form).
+SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor"])
+
+
+def launcher() -> None:
+    """`ltowrap clang ...` / `ltowrap /usr/bin/clang-22 ...` / `ltowrap ld.lld ...`, as `ccache gcc ...`.
+
+    This is what CMake's <LANG>_COMPILER_LAUNCHER and meson's CC="ltowrap clang" run, so it
+    stays on the lean path; only real subcommands load the CLI.
+    """
+    argv = sys.argv
+    if len(argv) < 2 or argv[1].startswith("-") or argv[1] in SUBCOMMANDS:
+        from .cli import main as cli_main
+
+        sys.exit(cli_main(argv[1:]))
+    wrapped = argv[1]
+    explicit = None
+    if os.sep in wrapped and not toolchain.is_ltowrap(os.path.realpath(wrapped)):
+        explicit = [wrapped]  # a named compiler: use exactly that one
+    # `ltowrap ltowrap-clang ...` (wrapped twice) is the same as `ltowrap-clang ...`.
+    main([tool_name(wrapped), *argv[2:]], explicit)
+
+
+def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> None:
     argv = sys.argv if argv is None else argv
     tool = tool_name(argv[0])
     env = os.environ
@@ -37,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         passthrough = passthrough or bool(resolved["disable"][0])
     clang_conf = str(resolved["clang"][0]) if resolved else ""
     try:
-        real = toolchain.find_tool(tool, env, clang_conf)
+        real = explicit or toolchain.find_tool(tool, env, clang_conf)
     except toolchain.ToolNotFound as e:
         print(f"ltowrap: {e}", file=sys.stderr)
         sys.exit(127)
