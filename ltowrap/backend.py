@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 import platform
 
+from dataclasses import dataclass
+
 from .cmdline import LinkCommand
+from .plan import Module
 
 BACKEND_FAILURE = "Error running ThinLTO backend"
 
@@ -42,11 +45,33 @@ def forced_options(cmd: LinkCommand) -> list[str]:
     return opts
 
 
-def argv(clang: str, module: str, shard: str, output: str, cmd: LinkCommand, recorded: list[str] | None) -> list[str]:
-    return [
-        clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
-        "-Wno-unused-command-line-argument",
-        *link_options(cmd),
-        *(recorded or []),
-        *forced_options(cmd),
-    ]
+@dataclass(frozen=True)
+class Job:
+    """One backend compile: a module, its index shard, the modules it imports, its output."""
+
+    module: Module
+    shard: bytes
+    shard_path: str
+    imports: tuple[str, ...]
+    output: str  # native object to write
+
+
+@dataclass(frozen=True)
+class LinkBackend:
+    """Backend command lines for ltowrap's own distributed link."""
+
+    clang: str
+    command: LinkCommand
+
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+        return [
+            self.clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
+            "-Wno-unused-command-line-argument",
+            *link_options(self.command),
+            *(recorded or []),
+            *forced_options(self.command),
+        ]
+
+    def read_files(self) -> list[str]:
+        """Files the compile reads besides the module, its shard and its imports."""
+        return [self.command.lto.sample_profile] if self.command.lto.sample_profile else []

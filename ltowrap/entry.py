@@ -22,7 +22,7 @@ def tool_name(argv0: str) -> str:
 
 
 # `ltowrap <subcommand>`; anything else after `ltowrap` is a command to wrap (launcher form).
-SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor"])
+SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute"])
 
 
 def launcher() -> None:

@@ -14,18 +14,24 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from . import backend, records
+from .backend import Job
 from .cache import OBJECTS, Cache
 from .cachekey import Hasher, digest_bytes
-from .cmdline import LinkCommand
 from .errors import ToolFailed
 from .jobserver import Jobserver
 from .progress import Progress
-from .thinlink import Job
 from .proc import tool_env
 
 PLACEHOLDERS = ("<module>", "<shard>", "<output>")
+
+
+class BackendCommand(Protocol):
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]: ...
+
+    def read_files(self) -> list[str]: ...
 
 
 @dataclass
@@ -48,9 +54,8 @@ class _Running:
 
 @dataclass
 class Executor:
-    clang: str
+    backend: BackendCommand
     compiler_identity: str
-    command: LinkCommand
     cache: Cache
     jobs: int
     per_module_options: bool = True
@@ -69,23 +74,22 @@ class Executor:
           shard are store paths named by content (plan.py), so the shard is the same for
           a clean rebuild or another directory, and it names, by content, every module
           the compile imports;
-        - the contents of the sample profile, if any: the only other file it reads.
+        - the contents of any other file the compile reads (the sample profile).
         """
         h = Hasher(debug=self.debug)
         h.field("compiler", self.compiler_identity)
         h.field("argv", "\0".join(argv[1:]))
         h.field("module", job.module.digest)
         h.field("shard", job.shard)
-        profile = self.command.lto.sample_profile
-        if profile:
-            with open(profile, "rb") as f:
-                h.field("sample-profile", digest_bytes(f.read()))
+        for path in self.backend.read_files():
+            with open(path, "rb") as f:
+                h.field("reads", digest_bytes(f.read()))
         return h.hexdigest(), h.dump
 
     def _argv(self, job: Job, templ: bool) -> list[str]:
         recorded = records.load(self.cache.root, job.module.digest) if self.per_module_options else None
-        module, shard, output = PLACEHOLDERS if templ else (job.module.path, job.output + ".thinlto.bc", job.output)
-        return backend.argv(self.clang, module, shard, output, self.command, recorded)
+        module, shard, output = PLACEHOLDERS if templ else (job.module.path, job.shard_path, job.output)
+        return self.backend.argv(module, shard, output, recorded)
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         pending: list[tuple[Job, str, list[str]]] = []
@@ -96,7 +100,7 @@ class Executor:
             t = time.time()
             entry = self.cache.get(OBJECTS, key)
             if entry is not None and entry.payload:
-                os.makedirs(os.path.dirname(job.output), exist_ok=True)
+                os.makedirs(os.path.dirname(job.output) or ".", exist_ok=True)
                 with open(job.output, "wb") as f:
                     f.write(entry.payload)
                 self.cache.stats.add("backend_hits")
@@ -174,9 +178,9 @@ class Executor:
             raise failures[0]
 
     def _spawn(self, job: Job, key: str, argv: list[str], env: dict[str, str]) -> _Running:
-        shard_path = job.output + ".thinlto.bc"
+        shard_path = job.shard_path
         if not os.path.exists(shard_path):
-            os.makedirs(os.path.dirname(shard_path), exist_ok=True)
+            os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
             with open(shard_path, "wb") as f:
                 f.write(job.shard)
         log = os.open(job.output + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)

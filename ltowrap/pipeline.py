@@ -25,6 +25,7 @@ from . import cmdline, finallink, jobserver, log, plan, progress, stats, thinlin
 from .cache import MODULES, TOOLCHAINS, Cache
 from .cachekey import digest_bytes
 from .config import ConfigError
+from .backend import LinkBackend
 from .errors import ToolFailed, Unsupported
 from .executor import Executor
 from .settings import Settings, load
@@ -143,7 +144,7 @@ def _exec(real: list[str], args: list[str]) -> None:
     os.execve(real[0], real + args, env)
 
 
-def _compiler_identity(clang: str, cache: Cache) -> str:
+def compiler_identity(clang: str, cache: Cache) -> str:
     """`clang --version` and the identity of the files that make up the compiler.
 
     Running clang costs ~30 ms, so the answer is kept in the cache under the stat
@@ -194,7 +195,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     record["thinlink_cached"] = result.cached
     js, jobs = jobserver.from_environment(settings.jobs)
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
-    executor = Executor(clang, _compiler_identity(clang, cache), command, cache, jobs,
+    executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
                         jobserver=js, progress=bar)
     try:

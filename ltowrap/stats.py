@@ -27,6 +27,7 @@ COUNTERS: dict[str, str] = {
     "backend_failures": "backend compiles that failed or wrote an empty object",
     "thinlink_hits": "thin-links skipped: inputs unchanged since a cached thin-link",
     "thinlink_misses": "thin-links run",
+    "distributor_runs": "job files run for lld's integrated DTLTO (ltowrap-distributor)",
     "bad_entries": "cache entries that failed verification (removed and rebuilt)",
     "cache_write_errors": "entries that could not be stored (disk full, read-only cache)",
     "cleanups": "size-limit cleanups run",

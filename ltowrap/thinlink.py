@@ -14,17 +14,8 @@ from . import proc
 from .cache import THINLINKS, Cache
 from .cachekey import Hasher, digest_bytes
 from .errors import Unsupported
-from .plan import LinkPlan, Module
-
-
-@dataclass(frozen=True)
-class Job:
-    """One backend compile: a module, its index shard, the modules it imports, its output."""
-
-    module: Module
-    shard: bytes
-    imports: tuple[str, ...]
-    output: str  # native object to write, inside the link's directory
+from .backend import Job
+from .plan import LinkPlan
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
             full.add(module.path)
             continue
-        jobs.append(Job(module, shard, imports, line))
+        jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line))
         record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports)})
     # lld writes an (empty) regular-LTO object even when every module is ThinLTO: use it only
     # when some module really was regular LTO, so the output is the same with a cached thin-link.
@@ -115,7 +106,8 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
     try:
         for item in json.loads(entry.payload):
             module = by_path[store_prefix + item["rel"]]
-            jobs.append(Job(module, base64.b64decode(item["shard"]), tuple(item["imports"]), idx + item["rel"]))
+            out = idx + item["rel"]
+            jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out))
     except (KeyError, ValueError, TypeError):
         cache.stats.add("bad_entries")
         return None

@@ -1,0 +1,135 @@
+"""ltowrap as the distributor of lld's integrated DTLTO (`-fthinlto-distributor=ltowrap-distributor`).
+
+lld (LLVM >= 21) does the thin-link and the final link itself and hands the backend
+compiles to a distributor: it runs `<distributor> [--thinlto-distributor-arg values] <file.json>`
+with, as written by lld 22:
+
+    {"common": {"linker_output": str, "args": [clang, "-c", <codegen options>...], "inputs": [str]},
+     "jobs":   [{"args": [<module>, "-fthinlto-index=<shard>", "-o", <object>],
+                 "inputs": [<module>, <shard>, <imported modules>...], "outputs": [<object>]}]}
+
+Every job runs through ltowrap's executor: the backend cache, the local pool under make's
+jobserver, the empty-object checks, and the module's recorded compile options. The key is
+built by the same recipe as for ltowrap's own links; lld's module paths differ from
+ltowrap's store paths, so the two paths do not share entries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from . import jobserver, log, stats
+from .backend import Job
+from .cache import Cache
+from .cachekey import digest_bytes
+from .errors import ToolFailed
+from .executor import Executor
+from .plan import Module
+from .settings import load
+
+SCHEMA = {"": {"common", "jobs"}, "common": {"linker_output", "args", "inputs"}, "job": {"args", "inputs", "outputs"}}
+# Options of lld's common args that fix the output's relocation model: they stay last.
+RELOC_FLAGS = ("-fpic", "-fPIC", "-fpie", "-fPIE", "-fno-pic", "-fno-pie")
+
+
+class SchemaError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class DtltoBackend:
+    common: tuple[str, ...]  # lld's: clang, -c, target and codegen options
+
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+        reloc = [a for a in self.common if a in RELOC_FLAGS]
+        return [*self.common, *(recorded or []), *reloc, "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output]
+
+    def read_files(self) -> list[str]:
+        return []
+
+
+def _check(obj: object, kind: str, where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise SchemaError(f"{where}: expected an object")
+    unknown = set(obj) - SCHEMA[kind]
+    if unknown:
+        raise SchemaError(f"{where}: unknown field {sorted(unknown)[0]!r} (this ltowrap knows lld 22's DTLTO schema)")
+    missing = SCHEMA[kind] - set(obj) - {"inputs", "linker_output"}
+    if missing:
+        raise SchemaError(f"{where}: missing field {sorted(missing)[0]!r}")
+    return obj
+
+
+def parse_job(raw: object, n: int) -> tuple[str, str, str, list[str]]:
+    """(module, shard, output, imports) of job n, from its args and inputs."""
+    job = _check(raw, "job", f"jobs[{n}]")
+    args = job["args"]
+    shard = next((a.split("=", 1)[1] for a in args if a.startswith("-fthinlto-index=")), None)
+    output = args[args.index("-o") + 1] if "-o" in args and args.index("-o") + 1 < len(args) else None
+    module = next((a for a in args if not a.startswith("-") and a != output), None)
+    if shard is None or output is None or module is None:
+        raise SchemaError(f"jobs[{n}].args: expected a module, -fthinlto-index=<shard> and -o <object>, got {args!r}")
+    imports = [i for i in job.get("inputs", []) if i not in (module, shard)]
+    return module, shard, output, imports
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def run(json_path: str) -> int:
+    settings = load()
+    started = time.time()
+    try:
+        with open(json_path, encoding="utf-8") as f:
+            data = _check(json.load(f), "", json_path)
+        common = _check(data["common"], "common", "common")
+        parsed = [parse_job(j, n) for n, j in enumerate(data["jobs"])]
+    except (OSError, ValueError, SchemaError) as e:
+        print(f"ltowrap-distributor: {e}", file=sys.stderr)
+        return 2
+    counters = stats.Stats()
+    cache = Cache(settings.cache_dir, counters, settings.max_size)
+    jobs = []
+    for module, shard, output, imports in parsed:
+        data_ = _read(module)
+        jobs.append(Job(Module(digest_bytes(data_), module, module, len(data_)), _read(shard), shard, tuple(imports), output))
+    from .pipeline import compiler_identity
+
+    clang = common["args"][0]
+    js, limit = jobserver.from_environment(settings.jobs)
+    executor = Executor(DtltoBackend(tuple(common["args"])), compiler_identity(clang, cache), cache, limit,
+                        per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js)
+    rc = 0
+    try:
+        executor.run(jobs, {j.module.path: j.module.size for j in jobs})
+    except ToolFailed as e:
+        sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
+        rc = 1
+    finally:
+        if js is not None:
+            js.close()
+    counters.add("distributor_runs")
+    cache.maybe_cleanup(counters)
+    stats.flush(settings.cache_dir, counters)
+    if settings.log:
+        log.append(settings.log, {
+            "tool": "distributor", "cwd": os.getcwd(), "argv": sys.argv, "decision": "distributed" if rc == 0 else "failed",
+            "reason": None, "modules": len(jobs), "backend_compiles": sum(not o.cached for o in executor.outcomes),
+            "backend_hits": sum(o.cached for o in executor.outcomes), "start": started, "end": time.time(),
+            "backends": [{"module": o.job.module.origin, "cached": o.cached, "start": o.start, "end": o.end} for o in executor.outcomes],
+        })
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or not args[-1].endswith(".json"):
+        print("usage: ltowrap-distributor [ignored lld distributor args] <job file.json>", file=sys.stderr)
+        return 2
+    return run(args[-1])
