@@ -9,11 +9,24 @@ from __future__ import annotations
 import xxhash
 
 # Bump when the key's recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-3"
+FORMAT_VERSION = "ltowrap-cache-4"
 
 
 def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
+
+
+def file_digests(known: dict[str, str] | None = None):
+    """A memoised path -> digest of the file's bytes, seeded with digests already known."""
+    memo = dict(known or {})
+
+    def digest_of(path: str) -> str:
+        if path not in memo:
+            with open(path, "rb") as f:
+                memo[path] = digest_bytes(f.read())
+        return memo[path]
+
+    return digest_of
 
 
 class Hasher:

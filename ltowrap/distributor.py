@@ -10,8 +10,10 @@ with, as written by lld 22:
 
 Every job runs through ltowrap's executor: the backend cache, the local pool under make's
 jobserver, the empty-object checks, and the module's recorded compile options. The key is
-built by the same recipe as for ltowrap's own links; lld's module paths differ from
-ltowrap's store paths, so the two paths do not share entries.
+built by the same recipe as for ltowrap's own links, with module paths in the shard
+replaced by content digests, so lld's per-link temporary names still hit. (lld's common
+options, e.g. -fpic and --target, differ from ltowrap's own backend command line, so
+the two paths keep separate entries.)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from . import jobserver, log, stats
 from .backend import Job
 from .cache import Cache
-from .cachekey import digest_bytes
+from .cachekey import digest_bytes, file_digests
 from .errors import ToolFailed
 from .executor import Executor
 from .plan import Module
@@ -103,7 +105,8 @@ def run(json_path: str) -> int:
 
     clang = common["args"][0]
     js, limit = jobserver.from_environment(settings.jobs)
-    executor = Executor(DtltoBackend(tuple(common["args"])), compiler_identity(clang, cache), cache, limit,
+    digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
+    executor = Executor(DtltoBackend(tuple(common["args"])), compiler_identity(clang, cache), cache, limit, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js)
     rc = 0
     try:

@@ -13,10 +13,11 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from . import backend, records
+from . import backend, bitcode, records
 from .backend import Job
 from .cache import OBJECTS, Cache
 from .cachekey import Hasher, digest_bytes
@@ -58,6 +59,7 @@ class Executor:
     compiler_identity: str
     cache: Cache
     jobs: int
+    digest_of: Callable[[str], str]  # a module path in a shard -> digest of its bytes
     per_module_options: bool = True
     debug: bool = False
     jobserver: Jobserver | None = None
@@ -70,17 +72,21 @@ class Executor:
         - the compiler: its --version text and the identity of its binary;
         - the backend argv, with the module, shard and output paths as placeholders
           (this includes the module's recorded compile options);
-        - the module's bytes (by digest) and the index shard's bytes: module paths in the
-          shard are store paths named by content (plan.py), so the shard is the same for
-          a clean rebuild or another directory, and it names, by content, every module
-          the compile imports;
+        - the module's bytes (by digest) and the index shard with each module path it
+          records replaced by the digest of that module's bytes (bitcode.fingerprint):
+          the same for a clean rebuild, another directory, another cache, or lld's own
+          temporary names under DTLTO; it names, by content, every module the compile
+          imports (a shard that cannot be read goes in as raw bytes, path and all);
         - the contents of any other file the compile reads (the sample profile).
         """
         h = Hasher(debug=self.debug)
         h.field("compiler", self.compiler_identity)
         h.field("argv", "\0".join(argv[1:]))
         h.field("module", job.module.digest)
-        h.field("shard", job.shard)
+        try:
+            h.field("shard", bitcode.fingerprint(job.shard, self.digest_of))
+        except (bitcode.BadBitcode, OSError):
+            h.field("shard-raw", job.shard)
         for path in self.backend.read_files():
             with open(path, "rb") as f:
                 h.field("reads", digest_bytes(f.read()))

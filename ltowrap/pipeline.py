@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from . import cmdline, finallink, jobserver, log, plan, progress, stats, thinlink, toolchain
 from .cache import MODULES, TOOLCHAINS, Cache
-from .cachekey import digest_bytes
+from .cachekey import digest_bytes, file_digests
 from .config import ConfigError
 from .backend import LinkBackend
 from .errors import ToolFailed, Unsupported
@@ -195,7 +195,8 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     record["thinlink_cached"] = result.cached
     js, jobs = jobserver.from_environment(settings.jobs)
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
-    executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs,
+    digest_of = file_digests({m.path: m.digest for m in link_plan.modules})
+    executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
                         jobserver=js, progress=bar)
     try:

@@ -1,0 +1,90 @@
+"""ltowrap as lld's DTLTO distributor (LLVM >= 21; tested with lld 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import log_lines, run, stats_json, wrapper, write
+
+SRC = {
+    "main.c": '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(3) + g(4)); return 0; }\n',
+    "f.c": "int g(int); int f(int x){ return g(x) * 2; }\n",
+    "g.c": "int g(int x){ return x + 40; }\n",
+}
+
+
+def _build(project, tc22, *extra: str, check: bool = True):
+    for name, text in SRC.items():
+        write(project / name, text)
+    for name in SRC:
+        run([tc22.clang, "-O2", "-flto=thin", "-c", name], project)
+    run([tc22.ar, "rcs", "libfg.a", "f.o", "g.o"], project)
+    return run([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={wrapper('ltowrap-distributor')}",
+                "main.o", "libfg.a", "-o", "prog", *extra], project, check=check)
+
+
+def test_dtlto_link_runs_and_relink_hits_the_cache(project, tc22):
+    _build(project, tc22)
+    assert run(["./prog"], project).stdout == "130\n"
+    (project / "prog").unlink()
+    _build(project, tc22)
+    assert run(["./prog"], project).stdout == "130\n"
+    runs = [r for r in log_lines(project.parent) if r["tool"] == "distributor"]
+    assert [(r["backend_compiles"], r["backend_hits"]) for r in runs] == [(3, 0), (0, 3)]
+    s = stats_json()
+    assert s["distributor_runs"] == 2 and s["backend_hits"] == 3 and s["backend_misses"] == 3
+
+
+def test_failing_job_fails_the_link_with_its_own_error(project, tc22):
+    done = _build(project, tc22, "-Wl,--thinlto-remote-compiler-arg=-fno-such-option", check=False)
+    assert done.returncode != 0
+    assert "-fno-such-option" in done.stderr  # clang's own complaint, passed on
+    assert not (project / "prog").exists()
+
+
+def test_unknown_field_is_a_clear_error(project, tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"common": {"args": ["clang"], "linker_output": "x", "inputs": []}, "jobs": [],
+                               "priority": 3}))
+    done = run([wrapper("ltowrap-distributor"), str(job)], project, check=False)
+    assert done.returncode == 2 and "unknown field 'priority'" in done.stderr
+
+
+def test_corrupt_module_job_fails(project, tmp_path, tc22):
+    (project / "bad.o").write_bytes(b"BC\xc0\xde" + b"\x00garbage" * 10)
+    (project / "bad.o.thinlto.bc").write_bytes(b"")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({
+        "common": {"linker_output": "x", "args": [tc22.clang, "-c", "-O2"], "inputs": []},
+        "jobs": [{"args": ["bad.o", "-fthinlto-index=bad.o.thinlto.bc", "-o", "bad.native.o"],
+                  "inputs": ["bad.o", "bad.o.thinlto.bc"], "outputs": ["bad.native.o"]}],
+    }))
+    done = run([wrapper("ltowrap-distributor"), str(job)], project, check=False)
+    assert done.returncode == 1
+    assert "bad.o" in done.stderr
+    assert stats_json()["backend_failures"] == 1
+
+
+@pytest.mark.parametrize("tokens", [1])
+def test_dtlto_under_make_respects_the_jobserver(project, tmp_path, tc22, tokens):
+    for k in range(6):
+        write(project / f"m{k}.c", f"int m{k}(int x){{ int s = 0; for (int i = 0; i < x; i++) s += i * {k + 1}; return s; }}\n")
+    calls = " + ".join(f"m{k}(argc)" for k in range(6))
+    decls = "".join(f"int m{k}(int);" for k in range(6))
+    write(project / "main.c", f"{decls}\nint main(int argc, char **argv){{ return ({calls}) & 1; }}\n")
+    objs = " ".join(["main.o", *(f"m{k}.o" for k in range(6))])
+    write(project / "Makefile", f"CC = {tc22.clang}\nCFLAGS = -O2 -flto=thin\nprog: {objs}\n"
+          f"\t+$(CC) -fuse-ld=lld -flto=thin -fthinlto-distributor={wrapper('ltowrap-distributor')} -o $@ $^\n")
+    done = run(["make", f"-j{tokens + 1}"], project)
+    assert "ltowrap" not in done.stderr
+    runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
+    events = sorted([(b["start"], 1) for b in runs[0]["backends"]] + [(b["end"], -1) for b in runs[0]["backends"]],
+                    key=lambda e: (e[0], e[1]))
+    level = peak = 0
+    for _, d in events:
+        level += d
+        peak = max(peak, level)
+    assert runs[0]["backend_compiles"] == 7 and peak <= tokens + 1
