@@ -56,3 +56,18 @@ def _rename(text: bytes, names: dict[str, str]) -> bytes:
     for path in sorted(names, key=len, reverse=True):
         text = text.replace(path.encode("utf-8", "surrogateescape"), names[path].encode("utf-8", "surrogateescape"))
     return text
+
+
+def user_error(stderr: bytes) -> bool:
+    """Did the final link fail only on undefined symbols of the user's program?
+
+    Such links (configure probes, busybox's link script) must fail as fast and with the
+    same exit code as without ltowrap, so their errors are reported directly. A promoted
+    local (`name.llvm.<hash>`) missing means the distributed link itself went wrong, and
+    any other error could be ours too: those go to the original command instead.
+    """
+    errors = [line for line in stderr.decode("utf-8", "replace").splitlines() if ": error: " in line]
+    return bool(errors) and all(
+        "undefined symbol: " in e and ".llvm." not in e.split("undefined symbol: ", 1)[1] or "too many errors" in e
+        for e in errors
+    )

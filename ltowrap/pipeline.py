@@ -217,8 +217,8 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
         {"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4), "end": round(o.end, 4)}
         for o in executor.outcomes
     ]
-    if rc != 0:
-        # Run the user's own command, so its errors are reported exactly as without ltowrap.
+    if rc != 0 and not finallink.user_error(err):
+        # Not plainly the user's own error: their command decides, as without ltowrap.
         raise _Fallback("final link failed")
     sys.stdout.buffer.write(out)
     sys.stderr.buffer.write(err)
