@@ -89,7 +89,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
     except ToolFailed as e:
         _fallback_note(record, counters, f"{os.path.basename(e.argv[0])} failed", e.output)
     except OSError as e:
-        _fallback_note(record, counters, f"file error: {e.strerror or e}: {e.filename or ''}".rstrip(": "))
+        _fallback_note(record, counters, f"file error: {e.strerror or e}" + (f" '{e.filename}'" if e.filename else ""))
     except Exception as e:  # never turn a working build into a failing one
         _fallback_note(record, counters, f"internal error: {type(e).__name__}: {e}")
     except (KeyboardInterrupt, _Terminated) as e:
@@ -141,7 +141,11 @@ def _exec(real: list[str], args: list[str]) -> None:
     env[toolchain.GUARD] = "1"
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(real[0], real + args, env)
+    try:
+        os.execve(real[0], real + args, env)
+    except OSError as e:
+        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
+        sys.exit(127)
 
 
 def compiler_identity(clang: str, cache: Cache) -> str:

@@ -49,11 +49,20 @@ class Stats:
         self.counts[name] = self.counts.get(name, 0) + n
 
     def fallback(self, reason: str) -> None:
+        """Count a fallback under its reason, less the file names and details it may carry."""
         self.add("links_fallback")
-        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        key = reason_key(reason)
+        self.reasons[key] = self.reasons.get(key, 0) + 1
 
     def empty(self) -> bool:
         return not self.counts and not self.reasons
+
+
+def reason_key(reason: str) -> str:
+    """'malformed archive '/x/y.a': bad member size at offset 8' -> 'malformed archive'."""
+    for sep in (" '", ' "', ": "):
+        reason = reason.split(sep, 1)[0]
+    return reason
 
 
 def _shard_path(cache_dir: str, pid: int) -> str:
