@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from . import backend, bitcode, records
+from . import backend, bitcode, fsutil, records
 from .backend import Job
 from .cache import OBJECTS, Cache
 from .cachekey import Hasher, digest_bytes
@@ -121,11 +121,9 @@ class Executor:
         self._compile(pending)
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
-        path = self.cache.path(OBJECTS, key, ".key.txt")
+        text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"
         try:
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(f"module: {job.module.origin}\n" + "\n".join(dump) + "\n")
+            fsutil.atomic_write(self.cache.path(OBJECTS, key, ".key.txt"), text.encode("utf-8", "surrogateescape"))
         except OSError:
             pass
 

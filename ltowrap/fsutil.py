@@ -16,7 +16,17 @@ FILE_MODE = 0o600
 
 
 def make_dirs(path: str) -> None:
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    """Like os.makedirs, but every directory it creates is private, not just the last one."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        make_dirs(parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
 
 
 def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
