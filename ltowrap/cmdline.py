@@ -141,7 +141,7 @@ def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> li
 
 def tokenize_gnu(text: str) -> list[str]:
     """Split a response file as LLVM's TokenizeGNUCommandLine does: whitespace separates,
-    quotes group, and a backslash escapes the next character except inside single quotes."""
+    quotes group, and a backslash escapes the next character, inside quotes of both kinds too."""
     words: list[str] = []
     word: list[str] | None = None
     quote = ""
@@ -151,7 +151,7 @@ def tokenize_gnu(text: str) -> list[str]:
         if quote:
             if c == quote:
                 quote = ""
-            elif c == "\\" and quote == '"' and i + 1 < len(text):
+            elif c == "\\" and i + 1 < len(text):
                 i += 1
                 word.append(text[i])  # type: ignore[union-attr]
             else:
