@@ -1,8 +1,9 @@
 """What runs first for every compiler and linker invocation.
 
-Started as `python -S` (see scripts/), so it may import only the standard library and
-nothing heavy: a compile, a preprocess or a non-LTO link costs one small Python start and
-an exec. Only a link that may carry bitcode loads the pipeline.
+It runs for every compile of a build, so it imports only small standard-library modules:
+a compile, a preprocess or a non-LTO link costs one Python start and an exec (the
+scripts in scripts/ import nothing else). A compile that writes bitcode also records
+its options (records.py); only a link that may carry bitcode loads the pipeline.
 """
 
 from __future__ import annotations
