@@ -146,7 +146,8 @@ def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
     for dirpath, _, names in os.walk(root):
         for n in sorted(names):
             if n.endswith(".key.txt"):
-                text = open(os.path.join(dirpath, n), encoding="utf-8", errors="replace").read()
+                with open(os.path.join(dirpath, n), encoding="utf-8", errors="replace") as f:
+                    text = f.read().replace("\0", " ")  # argv fields are NUL-separated in the key
                 if not a.module or any(m in text for m in a.module):
                     print(f"== {n[:-8]}\n{text}")
                     found += 1

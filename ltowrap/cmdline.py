@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from .errors import Unsupported
+from .rsp import expand_response_files
 
 # Options whose value may be the next token (`--soname foo`, `-o out`), by name without dashes.
 SEPARATE = frozenset(
@@ -72,7 +73,6 @@ UNSUPPORTED_PLUGIN_OPTS = (
 IGNORED_PLUGIN_OPTS = ("jobs=", "thinlto", "cache-dir=", "cache-policy=", "-fresolution=", "mcpu=", "mattr=",
                        "O", "sample-profile=", "-", "pass-through=", "-pass-through=", "LLVMgold")
 GROUP_MARKERS = frozenset(["start-group", "end-group", "(", ")"])
-MAX_RESPONSE_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -118,61 +118,6 @@ def _name(token: str) -> tuple[str, str | None]:
     body = token[2:] if token.startswith("--") else token[1:]
     name, eq, value = body.partition("=")
     return name, (value if eq else None)
-
-
-def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> list[str]:
-    """Inline @file arguments as lld does (GNU quoting), nested, refusing loops."""
-    out: list[str] = []
-    for tok in argv:
-        if tok.startswith("@") and len(tok) > 1:
-            if depth >= MAX_RESPONSE_DEPTH:
-                raise Unsupported(f"response files nested too deep (loop?) at {tok}")
-            path = os.path.join(cwd, tok[1:])
-            try:
-                with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                    text = f.read()
-            except OSError as e:
-                raise Unsupported(f"cannot read response file {tok[1:]!r}: {e.strerror}") from e
-            out += expand_response_files(tokenize_gnu(text), cwd, depth + 1)
-        else:
-            out.append(tok)
-    return out
-
-
-def tokenize_gnu(text: str) -> list[str]:
-    """Split a response file as LLVM's TokenizeGNUCommandLine does: whitespace separates,
-    quotes group, and a backslash escapes the next character, inside quotes of both kinds too."""
-    words: list[str] = []
-    word: list[str] | None = None
-    quote = ""
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == quote:
-                quote = ""
-            elif c == "\\" and i + 1 < len(text):
-                i += 1
-                word.append(text[i])  # type: ignore[union-attr]
-            else:
-                word.append(c)  # type: ignore[union-attr]
-        elif c in " \t\r\n":
-            if word is not None:
-                words.append("".join(word))
-                word = None
-        else:
-            word = word if word is not None else []
-            if c in "'\"":
-                quote = c
-            elif c == "\\" and i + 1 < len(text):
-                i += 1
-                word.append(text[i])
-            else:
-                word.append(c)
-        i += 1
-    if word is not None:
-        words.append("".join(word))
-    return words
 
 
 def parse(argv: list[str], cwd: str = ".") -> LinkCommand:

@@ -96,19 +96,33 @@ def _setting(resolved: dict | None, env: os._Environ[str], key: str) -> str:
     return str(resolved[key][0]) if resolved else ""
 
 
+def _seen(args: list[str]) -> list[str]:
+    """The arguments as clang will see them: @response files expanded (CMake, long commands)."""
+    if not any(a.startswith("@") for a in args):
+        return args
+    from .errors import Unsupported
+    from .rsp import expand_response_files
+
+    try:
+        return expand_response_files(args)
+    except Unsupported:
+        return args  # clang will report it
+
+
 def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> None:
     lto_thin = _setting(resolved, env, "lto").lower() == "thin"
-    if not driverargs.is_link(args):
-        if lto_thin and "-c" in args and driverargs.compiles_sources(args) and not driverargs.wants_lto(args):
-            args = ["-flto=thin"] + args
-        if "-c" in args and driverargs.wants_lto(args):
+    seen = _seen(args)
+    if not driverargs.is_link(seen):
+        if lto_thin and "-c" in seen and driverargs.compiles_sources(seen) and not driverargs.wants_lto(seen):
+            args, seen = ["-flto=thin", *args], ["-flto=thin", *seen]
+        if "-c" in seen and driverargs.wants_lto(seen):
             from .records import compile_and_record
 
-            sys.exit(compile_and_record(real, args, env, resolved))
+            sys.exit(compile_and_record(real, args, seen, env, resolved))
         _exec(real, args, env)
-    if lto_thin and not driverargs.wants_lto(args):
-        args = ["-flto=thin"] + args
-    route = _lld_route(real, args, env, resolved)
+    if lto_thin and not driverargs.wants_lto(seen):
+        args, seen = ["-flto=thin", *args], ["-flto=thin", *seen]
+    route = _lld_route(real, seen, env, resolved)
     if route is None:
         _exec(real, args, env)
     ld_entry, real_ld = route

@@ -31,8 +31,11 @@ def load(cache_dir: str, digest: str) -> list[str] | None:
     return data.decode("utf-8", "surrogateescape").split("\0") if data else []
 
 
-def compile_and_record(real: list[str], args: list[str], env, resolved: dict | None) -> int:
-    """Run the compile, then record its options for each bitcode file it wrote."""
+def compile_and_record(real: list[str], args: list[str], seen: list[str], env, resolved: dict | None) -> int:
+    """Run the compile, then record its options for each bitcode file it wrote.
+
+    `seen` is `args` with response files expanded: what the options are read from.
+    """
     from .toolchain import GUARD
 
     child_env = dict(env)
@@ -47,7 +50,7 @@ def compile_and_record(real: list[str], args: list[str], env, resolved: dict | N
     if rc != 0:
         return rc if rc > 0 else 128 - rc
     try:
-        _record(args, env, resolved)
+        _record(seen, env, resolved)
     except Exception as e:  # recording is an optimisation; the compile succeeded
         print(f"ltowrap: could not record compile options: {e}", file=sys.stderr)
     return 0
