@@ -17,9 +17,11 @@ as a miss. Hits refresh the file's mtime, which is the LRU order used by evictio
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -66,6 +68,16 @@ def decode(blob: bytes) -> Entry | None:
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Cache:
     def __init__(self, root: str, stats: Stats, max_size: int = 0) -> None:
         self.root = root
@@ -85,6 +97,25 @@ class Cache:
         d = os.path.join(self.root, "tmp")
         fsutil.make_dirs(d)
         return d
+
+    def new_workdir(self) -> str:
+        """A private per-link directory, named after this process so a dead one can be found."""
+        return tempfile.mkdtemp(prefix=f"link-{os.getpid()}-", dir=self.tmp_dir())
+
+    def remove_stale_workdirs(self) -> int:
+        """Remove the work directories of links that were killed (their process is gone)."""
+        removed = 0
+        try:
+            names = os.listdir(os.path.join(self.root, "tmp"))
+        except OSError:
+            return 0
+        for name in names:
+            parts = name.split("-")
+            if len(parts) < 3 or parts[0] != "link" or not parts[1].isdigit() or _alive(int(parts[1])):
+                continue
+            shutil.rmtree(os.path.join(self.root, "tmp", name), ignore_errors=True)
+            removed += 1
+        return removed
 
     def get(self, kind: str, key: str) -> Entry | None:
         path = self.path(kind, key)
@@ -108,17 +139,22 @@ class Cache:
         return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
 
     def store_module(self, digest: str, data: bytes, suffix: str = ".o") -> str:
-        """The store path of a module's bytes, written (once, atomically) if not already there."""
+        """The store path of a module's bytes, written (atomically) unless already there.
+
+        A file already there is compared byte for byte, not trusted for its name or size:
+        a damaged copy would otherwise be compiled, and its object cached under the good
+        module's key.
+        """
         path = self.path(MODULES, digest, suffix)
         try:
-            st = os.stat(path, follow_symlinks=False)
-            if st.st_size == len(data) and os.path.isfile(path) and not os.path.islink(path):
+            if fsutil.read_nofollow(path) == data:
                 os.utime(path)
                 return path
+            self.stats.add("bad_entries")
         except OSError:
             pass
         if not self._write(path, data):
-            raise OSError(f"cannot write {path}: {self.write_error}")
+            raise OSError(errno.EIO, f"cannot write {path}: {self.write_error}")
         return path
 
     def _write(self, path: str, blob: bytes) -> bool:
@@ -175,6 +211,7 @@ class Cache:
         with fsutil.locked(os.path.join(self.root, "cleanup.lock"), blocking=blocking) as got:
             if not got:
                 return 0
+            self.remove_stale_workdirs()
             files = self.files(KINDS if older_than is not None else SIZED_KINDS)
             total = sum(size for _, size, _ in files)
             if counted is None:

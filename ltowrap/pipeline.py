@@ -119,7 +119,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
 
 def _in_workdir(cache: Cache, settings: Settings, body: Callable[[str], int]) -> int:
     """Run body(workdir) in a fresh per-link directory, removed afterwards unless keep is set."""
-    workdir = tempfile.mkdtemp(prefix="link-", dir=cache.tmp_dir())
+    workdir = cache.new_workdir()
     try:
         return body(workdir)
     finally:

@@ -263,3 +263,13 @@ def test_stats_json_after_known_sequence(project, tmp_path, tc22):
     assert s2["cache_bytes"] == s["cache_bytes"]
     human = run([wrapper("ltowrap"), "stats"], project).stdout
     assert "Hit rate" in human and "Distributed" in human
+
+
+def test_trim_removes_work_directories_of_killed_links(project, tmp_path):
+    tmp = tmp_path / "cache" / "tmp"
+    dead = tmp / "link-999999999-abcd"  # no such process
+    alive = tmp / f"link-{os.getpid()}-abcd"
+    for d in (dead, alive):
+        (d / "idx").mkdir(parents=True)
+    run([wrapper("ltowrap"), "cache", "trim"], project)
+    assert not dead.exists() and alive.exists()

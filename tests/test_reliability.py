@@ -419,17 +419,12 @@ def test_damaged_entry_is_detected_counted_and_rebuilt(project, tmp_path, tc22, 
     assert audit(cache) == ([], 0)
 
 
-MODULE_STORE_BUG = (
-    "Cache.store_module trusts an existing m/ file of the right size: a copy damaged in place "
-    "(same size) is handed to the thin-link and backends, so a new link using the module, or a "
-    "relink after o/ and t/ entries were evicted, builds from the wrong bytes"
-)
 
 
 @pytest.mark.parametrize("damage", [
     "truncate",
-    pytest.param("bitflip", marks=pytest.mark.xfail(strict=True, reason=MODULE_STORE_BUG)),
-    pytest.param("swap", marks=pytest.mark.xfail(strict=True, reason=MODULE_STORE_BUG)),
+    pytest.param("bitflip"),
+    pytest.param("swap"),
 ])
 def test_damaged_module_store_copy_is_never_used(tmp_path, tc22, damage):
     """val.o is linked into two programs; its copy in m/ is damaged between builds.
