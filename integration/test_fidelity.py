@@ -1,0 +1,273 @@
+"""Is ltowrap's code the code in-process ThinLTO makes? Function by function, on real projects.
+
+Each project is built twice with the same flags (-O2 -flto=thin, links -fuse-ld=lld
+-flto=thin -O2 -Wl,--thinlto-jobs=2): once with CC=ltowrap-clang (distributed ThinLTO,
+per-module backend options by default, then LTOWRAP_BACKEND_OPTS=link), once with plain
+clang-22 (in-process ThinLTO, ltowrap disabled). fidelity.compare then matches the
+binaries' functions by name and compares their normalised disassembly (addresses,
+relocation-dependent operands and padding removed; PLT stubs are the linker's, not
+compared). Run with -s to see the counts and build times.
+
+Projects: Debian lua5.4 with its upstream Makefile (lua and luac) and Debian zlib with
+its own ./configure --static (example and minigzip, which link libz.a).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import debsrc, fidelity
+
+SCRIPTS = Path(sysconfig.get_path("scripts"))
+LLVM = Path("/usr/lib/llvm-22/bin")
+OBJDUMP = str(LLVM / "llvm-objdump")
+CFLAGS = "-O2 -flto=thin"
+LDFLAGS = "-fuse-ld=lld -flto=thin -O2 -Wl,--thinlto-jobs=2"
+LUA_CFLAGS = f"{CFLAGS} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"  # CFLAGS= drops the target's SYSCFLAGS
+
+
+def needs_llvm22() -> None:
+    for tool in ("clang", "ld.lld", "llvm-objdump", "llvm-nm"):
+        if not (LLVM / tool).exists():
+            pytest.skip(f"{LLVM / tool} not installed")
+
+
+@dataclass(frozen=True)
+class Build:
+    """How make is told to compile, and the environment that goes with it."""
+
+    name: str
+    cc: str
+    env: dict[str, str]
+    log: Path | None  # ltowrap's JSON lines, for the wrapper build
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CFLAGS", "LDFLAGS", "CC")}
+
+
+def wrapper_build(tmp: Path, backend_opts: str) -> Build:
+    log = tmp / "ltowrap.log"
+    env = clean_env() | {
+        "LTOWRAP_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_CLANG": str(LLVM / "clang"), "LTOWRAP_LOG": str(log),
+        "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "LTOWRAP_JOBS": "2", "LTOWRAP_BACKEND_OPTS": backend_opts,
+    }
+    return Build(f"ltowrap ({backend_opts})", str(SCRIPTS / "ltowrap-clang"), env, log)
+
+
+def reference_build() -> Build:
+    # LTOWRAP_DISABLE: even if ltowrap's PATH shims are about, this build is in-process LTO.
+    return Build("in-process", str(LLVM / "clang"), clean_env() | {"LTOWRAP_DISABLE": "1"}, None)
+
+
+def run(argv: list[str], cwd: Path, build: Build, extra_env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(argv, cwd=cwd, env=build.env | (extra_env or {}),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert done.returncode == 0, f"{build.name}: {' '.join(argv)} exited {done.returncode}:\n{done.stdout[-6000:]}"
+
+
+def timed(label: str, fn) -> float:
+    start = time.monotonic()
+    fn()
+    seconds = time.monotonic() - start
+    print(f"\n[fidelity] {label}: built in {seconds:.1f} s", file=sys.stderr)
+    return seconds
+
+
+def link_records(log: Path) -> dict[str, dict]:
+    """ltowrap's log records by output basename."""
+    records = {}
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        argv = r["argv"]
+        if "-o" in argv:
+            records[os.path.basename(argv[argv.index("-o") + 1])] = r
+    return records
+
+
+def check_distributed(build: Build, outputs: list[str]) -> dict[str, dict]:
+    records = link_records(build.log)
+    for out in outputs:
+        assert out in records, f"ltowrap logged no link of {out}"
+        assert records[out]["decision"] == "distributed", (out, records[out]["reason"])
+        assert records[out]["backend_compiles"] > 0, out
+    return records
+
+
+def report(label: str, r: fidelity.Result, a: Path, b: Path) -> str:
+    line = f"[fidelity] {label}: {r.summary()}"
+    print("\n" + line, file=sys.stderr)
+    details = [line]
+    for name in r.differing[:3]:
+        details.append(fidelity.diff(a, b, OBJDUMP, name))
+    if r.only_a or r.only_b:
+        details.append(f"only in ltowrap's: {r.only_a[:20]}\nonly in in-process: {r.only_b[:20]}")
+    return "\n".join(details)
+
+
+# --- Debian lua5.4, upstream Makefile ---
+
+
+@pytest.fixture(scope="module")
+def lua_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A patched lua5.4 tree with the upstream build system (as integration/test_lua.py makes it)."""
+    pkg = debsrc.fetch("lua5.4")
+    tree = pkg.unpack(tmp_path_factory.mktemp("fidelity-lua-src") / "lua5.4")
+    debsrc.run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(tree / "debian/patches/0001-build-system.patch")])
+    arch = debsrc.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
+    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
+    return tree
+
+
+def build_lua(tree: Path, dest: Path, build: Build) -> Path:
+    debsrc.run(["cp", "-a", str(tree), str(dest)])
+    src = dest
+    argv = ["make", "-C", "src", "-j2", "linux", f"CC={build.cc}", f"CFLAGS={LUA_CFLAGS}", f"MYLDFLAGS={LDFLAGS}"]
+    timed(f"lua5.4 {build.name}", lambda: run(argv, src, build))
+    lua = src / "src" / "lua"
+    out = subprocess.run([lua, "-e", "print(string.format('%d %s', 6 * 7, ('ok'):upper()))"],
+                         check=True, capture_output=True, text=True).stdout
+    assert out == "42 OK\n", build.name
+    return src / "src"
+
+
+@pytest.fixture(scope="module")
+def lua_reference(lua_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    needs_llvm22()
+    return build_lua(lua_tree, tmp_path_factory.mktemp("fidelity-lua-ref") / "lua", reference_build())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_opts", ["module", "link"])
+def test_lua(lua_tree: Path, lua_reference: Path, tmp_path: Path, backend_opts: str) -> None:
+    build = wrapper_build(tmp_path, backend_opts)
+    ours = build_lua(lua_tree, tmp_path / "lua", build)
+    check_distributed(build, ["lua", "luac"])
+    failures = []
+    for program in ("lua", "luac"):
+        r = fidelity.compare(ours / program, lua_reference / program, OBJDUMP)
+        text = report(f"lua5.4 {program} {build.name} vs in-process", r, ours / program, lua_reference / program)
+        assert r.identical > 300, text  # the comparison saw the program's code
+        if r.differing or r.only_a or r.only_b:
+            failures.append(text)
+    assert not failures, "\n\n".join(failures)
+
+
+# --- Debian zlib, ./configure --static ---
+
+ZLIB_PROGRAMS = ("example", "minigzip")
+
+
+@pytest.fixture(scope="module")
+def zlib_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return debsrc.fetch("zlib").unpack(tmp_path_factory.mktemp("fidelity-zlib-src") / "zlib")
+
+
+def build_zlib(tree: Path, dest: Path, build: Build) -> Path:
+    debsrc.run(["cp", "-a", str(tree), str(dest)])
+    # Only the static parts: zlib.map needs -Wl,--undefined-version with lld >= 17 for libz.so.
+    conf = {"CC": build.cc, "CFLAGS": CFLAGS, "LDFLAGS": LDFLAGS}
+
+    def configure_and_make() -> None:
+        run(["./configure", "--static"], dest, build, conf)
+        run(["make", "-j2", "libz.a", *ZLIB_PROGRAMS], dest, build)
+
+    timed(f"zlib {build.name}", configure_and_make)
+    for program in ZLIB_PROGRAMS:  # example writes foo.gz in the cwd
+        subprocess.run([dest / program], cwd=dest, check=True, capture_output=True)
+    data = b"fidelity " * 1000
+    packed = subprocess.run([dest / "minigzip"], input=data, check=True, capture_output=True).stdout
+    assert subprocess.run([dest / "minigzip", "-d"], input=packed, check=True, capture_output=True).stdout == data
+    return dest
+
+
+@pytest.fixture(scope="module")
+def zlib_reference(zlib_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    needs_llvm22()
+    return build_zlib(zlib_tree, tmp_path_factory.mktemp("fidelity-zlib-ref") / "zlib", reference_build())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_opts", ["module", "link"])
+def test_zlib(zlib_tree: Path, zlib_reference: Path, tmp_path: Path, backend_opts: str) -> None:
+    build = wrapper_build(tmp_path, backend_opts)
+    ours = build_zlib(zlib_tree, tmp_path / "zlib", build)
+    check_distributed(build, list(ZLIB_PROGRAMS))
+    failures = []
+    for program in ZLIB_PROGRAMS:
+        r = fidelity.compare(ours / program, zlib_reference / program, OBJDUMP)
+        text = report(f"zlib {program} {build.name} vs in-process", r, ours / program, zlib_reference / program)
+        assert r.identical > 40, text
+        if r.differing or r.only_a or r.only_b:
+            failures.append(text)
+    assert not failures, "\n\n".join(failures)
+
+
+# --- what the zlib comparison first found: a pulled-in archive member dropped by the final link ---
+
+
+def test_pulled_member_keeps_its_constructor(tmp_path: Path) -> None:
+    """main calls get() from an archive member that also has a constructor. In-process
+    ThinLTO runs the constructor; so must the distributed link, even though get() is
+    imported and inlined into main and nothing references the member any more. (Before
+    6b2dda8 the final link had the member's object lazily, inside --start-lib, and lost it:
+    zlib's gzclose(), inlined into every caller, was missing from example and minigzip.)"""
+    needs_llvm22()
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint get(void) { return 42; }\n'
+                                  '__attribute__((constructor)) static void init(void) { puts("ctor"); }\n')
+    (tmp_path / "main.c").write_text('#include <stdio.h>\nint get(void);\nint main(void) { printf("%d\\n", get()); return 0; }\n')
+    build = wrapper_build(tmp_path, "module")
+    cc = [build.cc, *CFLAGS.split()]
+    run([*cc, "-c", "m.c", "main.c"], tmp_path, build)
+    run([str(LLVM / "llvm-ar"), "rc", "libm.a", "m.o"], tmp_path, build)
+    run([*cc, *LDFLAGS.split(), "main.o", "libm.a", "-o", "dist"], tmp_path, build)
+    ref = reference_build()
+    run([ref.cc, *CFLAGS.split(), *LDFLAGS.split(), "main.o", "libm.a", "-o", "inproc"], tmp_path, ref)
+    assert subprocess.run([tmp_path / "inproc"], capture_output=True, text=True).stdout == "ctor\n42\n"
+    record = check_distributed(build, ["dist"])["dist"]
+    assert "libm.a(m.o)" in {b["module"] for b in record["backends"]}
+    assert subprocess.run([tmp_path / "dist"], capture_output=True, text=True).stdout == "ctor\n42\n"
+
+
+# --- the comparison itself: blind to layout, not to code ---
+
+PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+static const char *names[] = {"zero", "one", "two", "three"};
+__attribute__((noinline)) int pick(int i) { return (int)strlen(names[i & 3]) * K; }
+__attribute__((noinline)) int twice(int x) { return pick(x) + pick(x + 1); }
+EXTRA
+int main(int argc, char **argv) { printf("%d %s\n", twice(argc), names[argc & 3]); return 0; }
+"""
+
+
+@pytest.mark.parametrize("pie", ["-pie", "-no-pie"])
+def test_compare_sees_code_not_layout(tmp_path: Path, pie: str) -> None:
+    """b has an extra function laid out before the others (every address moves) and a
+    different constant in pick(): one function differs, one is only in b, the rest match."""
+    needs_llvm22()
+    extra = "__attribute__((noinline)) int first(int x) { return x * 3 + 1; }\n" \
+            '__attribute__((used)) static const char pad[] = "moves .rodata along";'
+
+    for name, k, ext in (("a", 7, ""), ("b", 9, extra)):
+        src = tmp_path / f"{name}.c"
+        src.write_text(PROGRAM.replace("EXTRA", ext).replace("K", str(k)))
+        fpic = "-fPIE" if pie == "-pie" else "-fno-pic"
+        subprocess.run([str(LLVM / "clang"), "-O2", fpic, pie, "-fuse-ld=lld", str(src), "-o", str(tmp_path / name)],
+                       check=True, capture_output=True)
+    r = fidelity.compare(tmp_path / "a", tmp_path / "b", OBJDUMP)
+    assert r.differing == ["pick"], fidelity.diff(tmp_path / "a", tmp_path / "b", OBJDUMP, "main")
+    assert r.only_a == [] and r.only_b == ["first"]
+    assert r.identical >= 3  # twice, main, and the C runtime's own (_start ...)
+    assert fidelity.compare(tmp_path / "a", tmp_path / "a", OBJDUMP).differing == []
