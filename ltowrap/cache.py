@@ -68,6 +68,16 @@ def decode(blob: bytes) -> Entry | None:
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
 
 
+def _owner_pid(name: str) -> int | None:
+    """The process in 'link-<pid>-…' (a work directory) or 'jobserver-warned-<pid>-<start>' (a marker)."""
+    parts = name.split("-")
+    if parts[0] == "link" and len(parts) >= 3 and parts[1].isdigit():
+        return int(parts[1])
+    if name.startswith("jobserver-warned-") and len(parts) == 4 and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -103,17 +113,22 @@ class Cache:
         return tempfile.mkdtemp(prefix=f"link-{os.getpid()}-", dir=self.tmp_dir())
 
     def remove_stale_workdirs(self) -> int:
-        """Remove the work directories of links that were killed (their process is gone)."""
+        """Remove what killed or finished processes left in tmp/: work directories, markers."""
         removed = 0
+        tmp = os.path.join(self.root, "tmp")
         try:
-            names = os.listdir(os.path.join(self.root, "tmp"))
+            names = os.listdir(tmp)
         except OSError:
             return 0
         for name in names:
-            parts = name.split("-")
-            if len(parts) < 3 or parts[0] != "link" or not parts[1].isdigit() or _alive(int(parts[1])):
+            pid = _owner_pid(name)
+            if pid is None or _alive(pid):
                 continue
-            shutil.rmtree(os.path.join(self.root, "tmp", name), ignore_errors=True)
+            path = os.path.join(tmp, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
             removed += 1
         return removed
 

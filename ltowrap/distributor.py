@@ -104,7 +104,7 @@ def run(json_path: str) -> int:
     from .pipeline import compiler_identity
 
     clang = common["args"][0]
-    js, limit = jobserver.from_environment(settings.jobs)
+    js, limit = jobserver.from_environment(settings.jobs, cache.tmp_dir())
     digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
     executor = Executor(DtltoBackend(tuple(common["args"])), compiler_identity(clang, cache), cache, limit, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js)

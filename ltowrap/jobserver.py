@@ -96,13 +96,51 @@ def default_jobs(setting: int) -> int:
     return setting if setting > 0 else len(os.sched_getaffinity(0))
 
 
-def from_environment(setting: int) -> tuple[Jobserver | None, int]:
-    """(jobserver or None, job limit). With a jobserver the limit is what its tokens allow."""
+def from_environment(setting: int, marker_dir: str | None = None) -> tuple[Jobserver | None, int]:
+    """(jobserver or None, job limit). With a jobserver the limit is what its tokens allow.
+
+    An unusable jobserver is reported once per make run (a marker named after the make
+    process goes in marker_dir), not once per link.
+    """
     try:
         js = connect(os.environ.get("MAKEFLAGS", ""))
     except Unusable as e:
-        print(f"ltowrap: {e}; using {default_jobs(setting)} jobs", file=sys.stderr)
+        if _first_warning(marker_dir):
+            print(f"ltowrap: {e}; using {default_jobs(setting)} jobs", file=sys.stderr)
         return None, default_jobs(setting)
     if js is None:
         return None, default_jobs(setting)
     return js, default_jobs(setting) if setting > 0 else 1 << 16
+
+
+def _make_process() -> str | None:
+    """'<pid>-<start time>' of the nearest `make` among our ancestors, or None."""
+    pid = os.getppid()
+    for _ in range(8):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if comm in ("make", "gmake"):
+            return f"{pid}-{fields[19]}"
+        pid = int(fields[1])
+        if pid <= 1:
+            return None
+    return None
+
+
+def _first_warning(marker_dir: str | None) -> bool:
+    make = _make_process()
+    if marker_dir is None or make is None:
+        return True
+    try:
+        fd = os.open(os.path.join(marker_dir, f"jobserver-warned-{make}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    os.close(fd)
+    return True

@@ -197,7 +197,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key)
     t1 = time.time()
     record["thinlink_cached"] = result.cached
-    js, jobs = jobserver.from_environment(settings.jobs)
+    js, jobs = jobserver.from_environment(settings.jobs, cache.tmp_dir())
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
     digest_of = file_digests({m.path: m.digest for m in link_plan.modules})
     executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs, digest_of,
