@@ -26,7 +26,7 @@ def make_dirs(path: str) -> None:
         os.mkdir(path, DIR_MODE)
     except FileExistsError:
         if not os.path.isdir(path):
-            raise
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
 
 
 def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
