@@ -1,0 +1,579 @@
+"""Benchmark ltowrap against lld's own ThinLTO modes on a real Debian package build.
+
+    .venv/bin/python bench/run.py [--project lua] [--reps N] [--jobs N]
+
+Each repetition builds the project once per configuration, in a fresh copy of the source
+tree with fresh caches, configurations in rotating order:
+
+  plain         -O2, no LTO (the floor)                  full build, clean rebuild
+  passthrough   the same with CC=ltowrap-clang           full build, clean rebuild
+  thin          lld in-process ThinLTO                   full build
+  thin-cache    the same with --thinlto-cache-dir        cold build, warm relink, one-file edit
+  dtlto         lld DTLTO, bench/dtlto_local.py          full build
+  ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
+                                                         edit, clean rebuild (warm cache)
+
+and measures every `make -j2` (wall, user+sys CPU, peak RSS of the largest process: the
+wait4 rusage of make, which covers all its descendants) and the link of the main binary
+(`lua`) on its own: the binary deleted and `make -j2 lua` rerun, nothing else running.
+For ltowrap the link is also read from LTOWRAP_LOG (start..end of the ld.lld wrapper,
+with its phases); inside a build that link runs beside the link of `luac`.
+
+(A warm relink deletes the binaries and reruns make; the one-file edit changes a constant in
+one .c file.) Backend compiles are counted per make: ltowrap's from its log, lld's as new
+entries in its cache directory. Prints markdown tables of medians with ratios against
+in-process ThinLTO (and against --thinlto-cache-dir in the same scenario for warm relinks
+and the edit), and writes them with every sample as
+JSON (and the tables as .md) to bench/results/. Sources come from integration/debsrc.py.
+All caches live in a temporary directory. The ltowrap measured is the one installed beside
+the Python running this script (its venv's bin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from integration import debsrc  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+SCRIPTS = Path(sys.executable).parent  # the venv's bin: ltowrap, ltowrap-clang
+DISTRIBUTOR = BENCH / "dtlto_local.py"
+MAKE_JOBS = 2
+
+
+# ---------------------------------------------------------------- measuring one command
+
+
+@dataclass
+class Run:
+    wall: float  # seconds
+    cpu: float  # user + sys seconds of the command and all its descendants
+    rss_mib: float  # peak RSS of the largest single process among them
+
+
+def measure(argv: list[str], cwd: Path, env: dict[str, str], output: Path) -> Run:
+    """Run argv to completion (output appended to `output`); fail loudly on a non-zero exit."""
+    with open(output, "ab") as out:
+        out.write(f"\n$ {' '.join(argv)}\n".encode())
+        out.flush()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        tail = output.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode} in {cwd}:\n{tail}")
+    return Run(round(wall, 4), round(usage.ru_utime + usage.ru_stime, 4), round(usage.ru_maxrss / 1024, 1))
+
+
+# ---------------------------------------------------------------- the project
+
+
+@dataclass(frozen=True)
+class Project:
+    """How to unpack, build, edit and smoke-test one Debian source package."""
+
+    package: str
+    make_dir: str  # where make runs, relative to the tree
+    target: str  # what a build makes
+    make_vars: Callable[[str, str, str], list[str]]  # (cc, cflags, ldflags) -> make arguments
+    binaries: tuple[str, ...]  # every linked program; the first is the one whose link is timed
+    prepare: Callable[[Path], None]  # turn the unpacked Debian tree into a buildable one
+    edit: Callable[[Path], None]  # a small real code change in one source file
+    smoke: Callable[[Path], None]  # check the built program works
+
+    @property
+    def main_binary(self) -> str:
+        return self.binaries[0]
+
+
+def lua_prepare(tree: Path) -> None:
+    """As integration/test_lua.py: drop Debian's libtool build patch, write the header it generates."""
+    patch = tree / "debian/patches/0001-build-system.patch"
+    debsrc.run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(patch)])
+    arch = debsrc.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
+    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
+
+
+def lua_make_vars(cc: str, cflags: str, ldflags: str) -> list[str]:
+    # The `linux` target's SYSCFLAGS go into CFLAGS (we override it); SYSLIBS as it sets them.
+    return [f"CC={cc}", f"CFLAGS={cflags} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX",
+            f"MYLDFLAGS={ldflags}", "SYSLIBS=-Wl,-E -ldl"]
+
+
+def lua_edit(tree: Path) -> None:
+    """lstrlib.c's pattern-matching recursion limit 200 -> 201: new code in one module, same behaviour."""
+    src = tree / "src" / "lstrlib.c"
+    text, n = re.subn(r"^#define MAXCCALLS\s+200$", "#define MAXCCALLS\t201", src.read_text(), flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{src}: no '#define MAXCCALLS 200' to edit")
+    src.write_text(text)
+
+
+def lua_smoke(tree: Path) -> None:
+    code = "print(string.format('%d %s', 6 * 7, ('x'):rep(3)), string.find('hello', 'l+'))"
+    out = subprocess.run([str(tree / "src" / "lua"), "-e", code], check=True, capture_output=True, text=True).stdout
+    if out != "42 xxx\t3\t4\n":
+        raise RuntimeError(f"lua printed {out!r}")
+
+
+PROJECTS = {
+    "lua": Project("lua5.4", "src", "all", lua_make_vars, ("lua", "luac"), lua_prepare, lua_edit, lua_smoke),
+}
+
+
+# ---------------------------------------------------------------- configurations
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    cc: str
+    cflags: str
+    ldflags: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Bench:
+    """Everything a configuration's scenarios need: the tree, the make command, where output goes."""
+
+    project: Project
+    config: Config
+    tree: Path
+    env: dict[str, str]
+    output: Path  # build output of this configuration, for post-mortems
+
+    def make(self, *targets: str, log: Path | None = None) -> Run:
+        vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
+        argv = ["make", "-C", self.project.make_dir, f"-j{MAKE_JOBS}", *(targets or (self.project.target,)), *vars_]
+        env = self.env | ({"LTOWRAP_LOG": str(log)} if log else {})
+        return measure(argv, self.tree, env, self.output)
+
+    def remove_binaries(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            (self.tree / self.project.make_dir / name).unlink(missing_ok=True)
+
+    def link_alone(self, log: Path | None = None) -> Run:
+        """Relink the main binary with every object already built: `make <binary>`."""
+        self.remove_binaries((self.project.main_binary,))
+        run = self.make(self.project.main_binary, log=log)
+        self.project.smoke(self.tree)
+        return run
+
+    def build(self, log: Path | None = None) -> Run:
+        run = self.make(log=log)
+        self.project.smoke(self.tree)
+        return run
+
+
+def clean_env(cache_root: Path) -> dict[str, str]:
+    """The caller's environment without ltowrap or make settings; ltowrap's cache in cache_root."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return env | {"LTOWRAP_DIR": str(cache_root / "ltowrap-cache"), "LTOWRAP_CONFIG": str(cache_root / "none.toml"),
+                  "LTOWRAP_PROGRESS": "0", "LC_ALL": "C"}
+
+
+def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
+    wrapper = str(SCRIPTS / "ltowrap-clang")
+    thin_ld = f"-flto=thin -fuse-ld=lld -Wl,--thinlto-jobs={jobs}"
+    dtlto_ld = (f"-flto=thin -fuse-ld=lld -fthinlto-distributor={sys.executable} "
+                f"-Xthinlto-distributor={DISTRIBUTOR} -Xthinlto-distributor=--jobs={jobs}")
+    wrapped = {"LTOWRAP_CLANG": str(clang), "LTOWRAP_JOBS": str(jobs)}
+    return [
+        Config("plain", str(clang), "-O2", "-fuse-ld=lld"),
+        Config("passthrough", wrapper, "-O2", "-fuse-ld=lld", wrapped),
+        Config("thin", str(clang), "-O2 -flto=thin", thin_ld),
+        Config("thin-cache", str(clang), "-O2 -flto=thin", f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache'}"),
+        Config("dtlto", str(clang), "-O2 -flto=thin", dtlto_ld),
+        Config("ltowrap", wrapper, "-O2 -flto=thin", "", wrapped),
+    ]
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+@dataclass
+class Sample:
+    """One measurement: a row of a table (`row`) in one repetition."""
+
+    row: str
+    rep: int
+    run: Run
+    ltowrap: dict | None = None  # the main binary's link record from LTOWRAP_LOG, summarised
+    compiles: int | None = None  # backend compiles of every link in the command (ltowrap log, lld cache)
+
+
+def link_records(log: Path) -> dict[str, dict]:
+    """LTOWRAP_LOG's linker records by output name."""
+    records = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            argv = r.get("argv", [])
+            if "decision" in r and "-o" in argv[:-1]:
+                records[os.path.basename(argv[argv.index("-o") + 1])] = r
+    return records
+
+
+def summarise(record: dict) -> dict:
+    return {"seconds": round(record["end"] - record["start"], 3), "decision": record["decision"],
+            "reason": record.get("reason"), "modules": record["modules"],
+            "backend_compiles": record["backend_compiles"], "backend_hits": record["backend_hits"],
+            "thinlink_cached": record["thinlink_cached"], "phases": record.get("phases", {})}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self.problems: list[str] = []
+
+    def add(self, row: str, rep: int, run: Run, log: Path | None = None, main: str = "", lto: bool = True,
+            compiles: int | None = None) -> None:
+        summary = None
+        if log is not None:
+            records = link_records(log)
+            compiles = sum(r["backend_compiles"] for r in records.values()) if lto else None
+            for name, r in records.items():
+                expected = "distributed" if lto else "passthrough"
+                if r["decision"] != expected:
+                    self.problems.append(f"rep {rep} {row}: link of {name}: {r['decision']} ({r.get('reason')})")
+            if main in records:
+                summary = summarise(records[main])
+            elif lto:
+                self.problems.append(f"rep {rep} {row}: no LTOWRAP_LOG record for the link of {main}")
+        self.samples.append(Sample(row, rep, run, summary, compiles))
+        note = f"  {compiles} backend compiles" if compiles is not None else ""
+        note += f"  ltowrap {summary['seconds']:.2f}s {summary['phases']}" if summary else ""
+        print(f"  {row:<34} {run.wall:7.2f}s wall {run.cpu:7.2f}s cpu {run.rss_mib:6.0f} MiB{note}", flush=True)
+
+
+def scenarios_plain(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """Non-LTO (real clang, or ltowrap passing through): two full builds, one link."""
+    name = b.config.name
+    log = (tmp / "log.jsonl") if name == "passthrough" else None
+    rec.add(f"{name}: full build", rep, b.build(log=log), log, lto=False)
+    rec.add(f"{name}: link alone", rep, b.link_alone())
+    b.make("clean")
+    rec.add(f"{name}: clean rebuild", rep, b.build())
+
+
+def scenarios_lld(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """In-process ThinLTO or DTLTO: a full build, the main link alone."""
+    rec.add(f"{b.config.name}: full build", rep, b.build())
+    rec.add(f"{b.config.name}: link alone", rep, b.link_alone())
+
+
+def lld_cache_entries(cache: Path) -> set[str]:
+    """lld's cache: one llvmcache-<key> file per backend compile it ever stored."""
+    return {p.name for p in cache.glob("llvmcache-*")} if cache.is_dir() else set()
+
+
+def scenarios_thin_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """--thinlto-cache-dir: cold build, warm relink (no change), warm link alone, one-file edit, cold link alone."""
+    cache = tmp / "lld-cache"
+
+    def step(row: str, run: Callable[[], Run]) -> None:
+        before = lld_cache_entries(cache)
+        done = run()
+        rec.add(row, rep, done, compiles=len(lld_cache_entries(cache) - before))
+
+    step("thin-cache: cold build", b.build)
+    b.remove_binaries(b.project.binaries)
+    step("thin-cache: warm relink", b.build)
+    step("thin-cache: warm link alone", b.link_alone)
+    b.project.edit(b.tree)
+    step("thin-cache: one-file edit", b.build)
+    shutil.rmtree(cache)
+    step("thin-cache: cold link alone", b.link_alone)
+
+
+def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
+    """ltowrap: cold build, warm relink, one-file edit, clean rebuild; then the link alone cold and warm."""
+    main = b.project.main_binary
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("cold build", lambda: None),
+        ("warm relink", lambda: b.remove_binaries(b.project.binaries)),
+        ("one-file edit", lambda: b.project.edit(b.tree)),
+        ("clean rebuild", lambda: b.make("clean")),
+    ]
+    for label, before in steps:
+        before()
+        log = tmp / f"{label.replace(' ', '-')}.jsonl"
+        rec.add(f"ltowrap: {label}", rep, b.build(log=log), log, main)
+    stats = json.loads(subprocess.run([str(SCRIPTS / "ltowrap"), "stats", "--json"], env=b.env, check=True,
+                                      capture_output=True, text=True).stdout)
+    subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
+    for label in ("cold link alone", "warm link alone"):
+        log = tmp / f"{label.replace(' ', '-')}.jsonl"
+        rec.add(f"ltowrap: {label}", rep, b.link_alone(log=log), log, main)
+    return stats
+
+
+SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "thin": scenarios_lld,
+             "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "ltowrap": scenarios_ltowrap}
+
+
+# ---------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    baselines: tuple[str, ...] = ()  # rows this one is compared with (ratios of medians)
+
+
+THIN = "thin: full build"
+THIN_LINK = "thin: link alone"
+BUILD_ROWS = [
+    Row("plain: full build", "non-LTO -O2 (floor)", (THIN,)),
+    Row("passthrough: full build", "non-LTO, CC=ltowrap-clang", (THIN,)),
+    Row(THIN, "in-process ThinLTO", (THIN,)),
+    Row("thin-cache: cold build", "in-process + cache-dir, cold", (THIN,)),
+    Row("dtlto: full build", "DTLTO (local distributor)", (THIN,)),
+    Row("ltowrap: cold build", "ltowrap, cold cache", (THIN,)),
+    Row("thin-cache: warm relink", "in-process + cache-dir, warm relink", (THIN, "thin-cache: warm relink")),
+    Row("ltowrap: warm relink", "ltowrap, warm relink", (THIN, "thin-cache: warm relink")),
+    Row("thin-cache: one-file edit", "in-process + cache-dir, one-file edit", (THIN, "thin-cache: one-file edit")),
+    Row("ltowrap: one-file edit", "ltowrap, one-file edit", (THIN, "thin-cache: one-file edit")),
+    Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, warm cache", (THIN,)),
+]
+LINK_ROWS = [
+    Row("plain: link alone", "non-LTO -O2 (floor)", (THIN_LINK,)),
+    Row("passthrough: link alone", "non-LTO, CC=ltowrap-clang", (THIN_LINK,)),
+    Row(THIN_LINK, "in-process ThinLTO", (THIN_LINK,)),
+    Row("thin-cache: cold link alone", "in-process + cache-dir, cold", (THIN_LINK,)),
+    Row("dtlto: link alone", "DTLTO (local distributor)", (THIN_LINK,)),
+    Row("ltowrap: cold link alone", "ltowrap, cold cache", (THIN_LINK,)),
+    Row("ltowrap: cold build", "ltowrap, cold, in build (log)", (THIN_LINK,)),
+    Row("thin-cache: warm link alone", "in-process + cache-dir, warm", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("ltowrap: warm link alone", "ltowrap, warm", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("ltowrap: warm relink", "ltowrap, warm, in build (log)", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("ltowrap: one-file edit", "ltowrap, one-file edit, in build (log)", (THIN_LINK,)),
+    Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, in build (log)", (THIN_LINK,)),
+]
+IN_BUILD = {"ltowrap: cold build", "ltowrap: warm relink", "ltowrap: one-file edit", "ltowrap: clean rebuild"}
+
+
+def median_of(samples: list[Sample], key: str, get: Callable[[Sample], float | None]) -> float | None:
+    values = [v for s in samples if s.row == key and (v := get(s)) is not None]
+    return statistics.median(values) if values else None
+
+
+def link_seconds(s: Sample) -> float | None:
+    """A link row's time: the LTOWRAP_LOG record inside a build, else the wall time of `make <binary>`."""
+    if s.row in IN_BUILD:
+        return s.ltowrap["seconds"] if s.ltowrap else None
+    return s.run.wall
+
+
+def phases(samples: list[Sample], key: str) -> str:
+    def phase(name: str) -> Callable[[Sample], float | None]:
+        return lambda s: s.ltowrap["phases"].get(name) if s.ltowrap and s.ltowrap["phases"] else None
+
+    meds = [median_of(samples, key, phase(p)) for p in ("thinlink", "backends", "final_link")]
+    if all(m is None for m in meds):
+        return ""
+    first = next((s.ltowrap for s in samples if s.row == key and s.ltowrap), None)
+    counts = f" ({first['backend_compiles']} compiled, {first['backend_hits']} hits)" if first else ""
+    return " / ".join(f"{m:.2f}" if m is not None else "-" for m in meds) + counts
+
+
+def ratio_cells(value: float | None, medians: dict[str, float | None], row: Row, width: int) -> list[str]:
+    cells = []
+    for i in range(width):
+        base = medians.get(row.baselines[i]) if i < len(row.baselines) else None
+        cells.append(f"{value / base:.2f}x" if value is not None and base else "")
+    return cells
+
+
+def rounded(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+def fmt(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def tables(samples: list[Sample]) -> tuple[str, dict]:
+    """The markdown tables and the medians behind them."""
+    keys = {s.row for s in samples}
+    build_med = {r.key: median_of(samples, r.key, lambda s: s.run.wall) for r in BUILD_ROWS}
+    build_cpu = {r.key: median_of(samples, r.key, lambda s: s.run.cpu) for r in BUILD_ROWS}
+    link_med = {r.key: median_of(samples, r.key, link_seconds) for r in LINK_ROWS}
+    out = [f"### Whole `make -j{MAKE_JOBS}` (medians)", "",
+           "Backend compiles: per repetition, over all links of the make (ltowrap: LTOWRAP_LOG; "
+           "lld cache-dir: new cache entries).", "",
+           "| configuration | wall s | user+sys s | peak RSS MiB | wall vs in-process | wall vs cache-dir "
+           "| user+sys vs in-process | backend compiles |",
+           "|---|---:|---:|---:|---:|---:|---:|---|"]
+    medians: dict = {"build": {}, "link": {}}
+    for r in BUILD_ROWS:
+        if r.key not in keys:
+            continue
+        cpu = build_cpu[r.key]
+        rss = median_of(samples, r.key, lambda s: s.run.rss_mib)
+        compiles = [s.compiles for s in samples if s.row == r.key and s.compiles is not None]
+        out.append("| " + " | ".join([r.label, fmt(build_med[r.key]), fmt(cpu), fmt(rss, 0),
+                                      *ratio_cells(build_med[r.key], build_med, r, 2),
+                                      *ratio_cells(cpu, build_cpu, r, 1),
+                                      " ".join(map(str, compiles))]) + " |")
+        medians["build"][r.key] = {"wall": rounded(build_med[r.key]), "cpu": rounded(cpu), "rss_mib": rounded(rss),
+                                   "backend_compiles": compiles}
+    out += ["", "### Link of the main binary (medians)", "",
+            "Alone: the binary deleted and `make` rerun, wall time, nothing else running. In build (log): "
+            "the LTOWRAP_LOG record (ld.lld wrapper start..end) inside the build, beside the other link.", "",
+            "| configuration | s | user+sys s | peak RSS MiB | vs in-process | vs cache-dir "
+            "| ltowrap thin-link / backends / final s |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for r in LINK_ROWS:
+        if r.key not in keys:
+            continue
+        alone = r.key not in IN_BUILD
+        cpu = median_of(samples, r.key, lambda s: s.run.cpu) if alone else None
+        rss = median_of(samples, r.key, lambda s: s.run.rss_mib) if alone else None
+        out.append("| " + " | ".join([r.label, fmt(link_med[r.key]), fmt(cpu), fmt(rss, 0),
+                                      *ratio_cells(link_med[r.key], link_med, r, 2), phases(samples, r.key)]) + " |")
+        medians["link"][r.key] = {"seconds": rounded(link_med[r.key]), "cpu": rounded(cpu), "rss_mib": rounded(rss)}
+    overhead = compile_overhead(samples)
+    medians["compile_overhead"] = overhead
+    if overhead:
+        out += ["", f"### Compile path: non-LTO build, CC=ltowrap-clang vs real clang ({overhead['pairs']} pairs)", "",
+                f"median ratio: wall {overhead['wall']:.3f}x, user+sys {overhead['cpu']:.3f}x"]
+    return "\n".join(out), medians
+
+
+def compile_overhead(samples: list[Sample]) -> dict | None:
+    """Median over (rep, build) pairs of passthrough / plain, for wall and for CPU."""
+    pairs = []
+    for kind in ("full build", "clean rebuild"):
+        by_rep = {s.rep: s for s in samples if s.row == f"plain: {kind}"}
+        pairs += [(by_rep[s.rep].run, s.run) for s in samples if s.row == f"passthrough: {kind}" and s.rep in by_rep]
+    if not pairs:
+        return None
+    return {"pairs": len(pairs), "wall": round(statistics.median(w.wall / p.wall for p, w in pairs), 4),
+            "cpu": round(statistics.median(w.cpu / p.cpu for p, w in pairs), 4)}
+
+
+# ---------------------------------------------------------------- main
+
+
+def machine_info(clang: Path) -> dict:
+    def first_line(argv: list[str]) -> str:
+        return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()[0]
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "nproc": len(os.sched_getaffinity(0)), "cpu": cpu, "kernel": platform.release(),
+            "loadavg_at_start": os.getloadavg(), "clang": first_line([str(clang), "--version"]),
+            "lld": first_line([str(clang.parent / "ld.lld"), "--version"]), "make_jobs": MAKE_JOBS,
+            "python": platform.python_version(), "ltowrap": ltowrap_source()}
+
+
+def ltowrap_source() -> dict:
+    """Which ltowrap was measured: the scripts used, and the repository state it was installed from."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    return {"scripts": str(SCRIPTS), "head": git("rev-parse", "--short", "HEAD"),
+            "modified": git("status", "--porcelain", "--", "ltowrap").splitlines()}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--project", choices=sorted(PROJECTS), default="lua")
+    p.add_argument("--reps", type=int, default=3, help="repetitions (default 3); medians are reported")
+    p.add_argument("--jobs", type=int, default=MAKE_JOBS,
+                   help="backend parallelism: LTOWRAP_JOBS, --thinlto-jobs, distributor --jobs (default 2)")
+    p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"), help="LLVM bin dir (needs DTLTO: 22+)")
+    p.add_argument("--only", nargs="+", metavar="CONFIG", help="run only these configurations")
+    p.add_argument("--out", type=Path, default=BENCH / "results", help="where the JSON and .md go")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory (trees, caches, logs)")
+    return p.parse_args()
+
+
+def run_reps(a: argparse.Namespace, project: Project, clang: Path, scratch: Path, info: dict,
+             rec: Recorder) -> list[dict]:
+    """Every repetition: each configuration in a fresh copy of the tree, order rotated per rep."""
+    pkg = debsrc.fetch(project.package)
+    pristine = pkg.unpack(scratch / "pristine")
+    project.prepare(pristine)
+    info["source"] = f"{pkg.name} {pkg.version}"
+    stats = []
+    names = [c.name for c in configs(clang, a.jobs, scratch) if not a.only or c.name in a.only]
+    for rep in range(a.reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:  # no config always first
+            work = scratch / f"rep{rep}-{name}"
+            work.mkdir()
+            config = next(c for c in configs(clang, a.jobs, work) if c.name == name)
+            tree = Path(shutil.copytree(pristine, work / "tree", symlinks=True))
+            bench = Bench(project, config, tree, clean_env(work) | config.env, work / "make.out")
+            print(f"rep {rep + 1}/{a.reps} {name}", flush=True)
+            result = SCENARIOS[name](bench, rec, rep, work)
+            if result:
+                stats.append({"rep": rep} | result)
+            if not a.keep:
+                shutil.rmtree(tree)
+    return stats
+
+
+def main() -> int:
+    a = parse_args()
+    project = PROJECTS[a.project]
+    clang = a.llvm / "clang"
+    command = [os.path.relpath(sys.executable), os.path.relpath(sys.argv[0]), *sys.argv[1:]]
+    info = machine_info(clang) | {"command": " ".join(command),
+                                  "project": project.package, "reps": a.reps, "jobs": a.jobs}
+    print(json.dumps(info, indent=1))
+    rec = Recorder()
+    scratch = Path(tempfile.mkdtemp(prefix="ltowrap-bench-"))
+    try:
+        stats = run_reps(a, project, clang, scratch, info, rec)
+    except BaseException:
+        print(f"failed; kept {scratch} (trees, caches, make.out, LTOWRAP_LOG files)", file=sys.stderr)
+        raise
+    if a.keep:
+        print(f"kept {scratch}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+    info["loadavg_at_end"] = os.getloadavg()
+    table, medians = tables(rec.samples)
+    report = "\n".join([f"## {info['source']}: {a.reps} reps, jobs {a.jobs}, {info['date']}", "",
+                        f"`{info['command']}` on {info['nproc']} CPUs ({info['cpu']}), {info['clang']}, "
+                        f"load average {info['loadavg_at_start'][0]:.1f} at start, "
+                        f"{info['loadavg_at_end'][0]:.1f} at end", "", table])
+    if rec.problems:
+        report += "\n\n### ltowrap problems observed\n\n" + "\n".join(f"- {p}" for p in rec.problems)
+    print("\n" + report)
+    a.out.mkdir(parents=True, exist_ok=True)
+    stem = a.out / datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    stem.with_suffix(".json").write_text(json.dumps(
+        {"machine": info, "medians": medians, "problems": rec.problems, "ltowrap_stats": stats,
+         "samples": [asdict(s) for s in rec.samples]}, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(report + "\n")
+    print(f"\nwrote {stem}.json and {stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
