@@ -1,7 +1,7 @@
 """The local cache: content-addressed bitcode modules, backend objects, thin-link records.
 
 Layout under the cache directory (created 0700, files 0600):
-    m/<digest>.o        bitcode modules and archive members, named by the xxh3-128 of their
+    m/<pos>-<digest>.o  bitcode modules and archive members, named by link position and the xxh3-128 of their
                         bytes; the thin-link sees every module under this one prefix, so the
                         paths inside index shards depend only on contents
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
@@ -153,14 +153,14 @@ class Cache:
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
         return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
 
-    def store_module(self, digest: str, data: bytes, suffix: str = ".o") -> str:
+    def store_module(self, name: str, data: bytes, suffix: str = ".o") -> str:
         """The store path of a module's bytes, written (atomically) unless already there.
 
         A file already there is compared byte for byte, not trusted for its name or size:
         a damaged copy would otherwise be compiled, and its object cached under the good
         module's key.
         """
-        path = self.path(MODULES, digest, suffix)
+        path = self.path(MODULES, name, suffix)
         try:
             if fsutil.read_nofollow(path) == data:
                 os.utime(path)

@@ -1,10 +1,14 @@
 """LinkCommand + the inputs' bytes -> LinkPlan: which inputs are bitcode and what each becomes.
 
 Every bitcode module, whether a file on the command line or a member of an archive, is
-copied into the cache's content-addressed module store, and the thin-link sees it there.
-So module IDs, the paths recorded in index shards, are the same for a clean rebuild,
-another checkout directory, or the same member in a different archive: shards, and the
-backend cache keys built from them, depend only on contents.
+copied into the cache's module store as `<position in the link>-<digest of its bytes>.o`,
+and the thin-link sees it there:
+- the digest makes the path a function of the contents, so a clean rebuild, another
+  checkout directory or a relink find the same paths (and a cached thin-link stays valid);
+- the position comes first because lld numbers modules, and the values in every index
+  shard, in the sorted order of their paths: with content alone in the name, editing one
+  file would move it in that order and change every other module's shard, and so its
+  backend cache key. Two identical inputs get two positions, so two module IDs.
 """
 
 from __future__ import annotations
@@ -90,14 +94,11 @@ def build(command: LinkCommand, cache: Cache) -> LinkPlan:
     pieces: list[Piece] = []
     modules: list[Module] = []
     others: list[str] = []
-    seen: dict[str, int] = {}
 
     def module(data: bytes, origin: str) -> Module:
         digest = digest_bytes(data)
-        n = seen.get(digest, 0)
-        seen[digest] = n + 1
-        # The same bytes twice in one link (two identical util.o) need two module IDs.
-        path = cache.store_module(digest, data, ".o" if n == 0 else f".{n}.o")
+        # Named by link position, then content: see the module docstring.
+        path = cache.store_module(f"{len(modules):06d}-{digest}", data)
         m = Module(digest, path, origin, len(data))
         modules.append(m)
         return m

@@ -87,7 +87,7 @@ def audit(cache: Path) -> tuple[list[str], int]:
     """What a reader could see that is not whole: (problems, number of .tmp.* leftovers).
 
     Entries in o/, t/, c/ decode and carry their own key; files in m/ are named by the
-    xxh3-128 of their bytes (`<digest>.o`, the `<digest>.N.o` duplicates, `<digest>.native.o`).
+    xxh3-128 of their bytes (`<position>-<digest>.o`, native members `<digest>.native.o`).
     """
     problems: list[str] = []
     leftovers = 0
@@ -103,7 +103,8 @@ def audit(cache: Path) -> tuple[list[str], int]:
             elif entry.meta.get("key") != p.name:
                 problems.append(f"{p}: holds the entry of key {entry.meta.get('key')}")
         elif kind == "m":
-            if digest_bytes(p.read_bytes()) != p.name.split(".")[0]:
+            # m/<position>-<digest>.o for modules, m/<digest>.native.o for native members
+            if digest_bytes(p.read_bytes()) != p.name.split(".")[0].rsplit("-", 1)[-1]:
                 problems.append(f"{p}: bytes do not match the digest in its name")
     return problems, leftovers
 
@@ -450,7 +451,7 @@ def test_damaged_module_store_copy_is_never_used(tmp_path, tc22, damage):
     env = lt_env(tc22)
     run([*lt_link(tc22), "-o", "a", "a.o", "val.o"], d, env=env)
     assert run(["./a"], d).stdout == want_a
-    (copy,) = [p for p in (cache / "m").rglob("*") if p.name == digest_bytes(good) + ".o"]
+    (copy,) = [p for p in (cache / "m").rglob("*") if p.name.endswith(f"-{digest_bytes(good)}.o")]
     _damage(copy, damage, evil)
     got = {}
     # A relink with everything cached; a new program sharing the module; a relink after eviction.
