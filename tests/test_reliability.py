@@ -702,7 +702,7 @@ def test_planted_symlink_in_the_cache_is_not_followed(project, tmp_path, tc22, w
 
 def _python_sources() -> list[Path]:
     files = sorted((REPO / "ltowrap").glob("*.py"))
-    files += [p for p in sorted((REPO / "scripts").glob("*")) if p.is_file() and p.read_bytes().startswith(b"#!")]
+    files += [p for p in sorted((REPO / "scripts").glob("*")) if p.is_file() and p.read_bytes().startswith(b"#!python")]
     return files
 
 

@@ -1,0 +1,93 @@
+"""The sh fast path of ltowrap-clang decides plain compiles exactly as ltowrap/entry.py would.
+
+A copy of the script alone in a directory has no ltowrap-entry beside it, so any case it
+hands to Python fails: that is how each case's path is observed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, run, write
+from ltowrap import driverargs
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAST = [["-c", "a.c"], ["-O2", "-S", "a.c", "-o", "a.s"], ["-E", "a.c"], ["-c", "-fno-lto", "a.c"]]
+SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.c", "-o", "prog"], ["--version"]]
+
+
+@pytest.fixture
+def lone(tmp_path, tc22) -> tuple[Path, dict]:
+    d = tmp_path / "lone"
+    d.mkdir()
+    shutil.copy(REPO / "scripts" / "ltowrap-clang", d / "ltowrap-clang")
+    shutil.copy(REPO / "scripts" / "ltowrap-clang++", d / "ltowrap-clang++")
+    write(tmp_path / "a.c", "int a(void) { return 1; }\n")
+    write(tmp_path / "args.rsp", "-c a.c\n")
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "HOME": str(tmp_path)}
+    env.pop("LTOWRAP_CONFIG", None)
+    env.pop("XDG_CONFIG_HOME", None)
+    return d, env
+
+
+@pytest.mark.parametrize("args", FAST, ids=" ".join)
+def test_plain_compiles_start_no_python(lone, tmp_path, args):
+    d, env = lone
+    assert run([str(d / "ltowrap-clang"), *args], tmp_path, env=env).returncode == 0
+    # Python agrees: not a link, no LTO, so it would exec the compiler unchanged too.
+    assert not driverargs.is_link(args) and not driverargs.wants_lto(args)
+
+
+@pytest.mark.parametrize("args", SLOW, ids=" ".join)
+def test_everything_else_goes_to_python(lone, tmp_path, args):
+    d, env = lone
+    done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
+    assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+
+
+@pytest.mark.parametrize("setting", [{"LTOWRAP_LTO": "thin"}, {"LTOWRAP_CONFIG": "/dev/null"}, "config-file"])
+def test_settings_python_must_read_go_to_python(lone, tmp_path, setting):
+    d, env = lone
+    if setting == "config-file":
+        write(tmp_path / ".config" / "ltowrap" / "ltowrap.toml", "jobs = 2\n")
+    else:
+        env.update(setting)
+    assert run([str(d / "ltowrap-clang"), "-c", "a.c"], tmp_path, env=env, check=False).returncode != 0
+
+
+@pytest.mark.parametrize("var", ["LTOWRAP_ACTIVE", "LTOWRAP_DISABLE"])
+def test_guard_and_disable_pass_everything_through(lone, tmp_path, var):
+    d, env = lone
+    env[var] = "1"
+    assert run([str(d / "ltowrap-clang"), "-flto=thin", "-c", "a.c"], tmp_path, env=env).returncode == 0
+    assert (tmp_path / "a.o").read_bytes()[:4] == b"BC\xc0\xde"
+
+
+def test_path_search_skips_itself_and_other_ltowrap_installs(lone, tmp_path, tc22):
+    """PATH: another install's shim, our own shim, then the real clang-22."""
+    d, env = lone
+    other = tmp_path / "other-install"
+    other.mkdir()
+    shutil.copy(REPO / "scripts" / "ltowrap-clang", other / "clang-22")
+    ours = tmp_path / "shims"
+    ours.mkdir()
+    (ours / "clang-22").symlink_to(d / "ltowrap-clang")
+    env.pop("LTOWRAP_CLANG")
+    env["PATH"] = f"{other}:{ours}:{tc22.bindir.parent.parent.parent / 'bin'}:{os.environ['PATH']}"
+    done = run([str(ours / "clang-22"), "-c", "a.c"], tmp_path, env=env)
+    assert done.returncode == 0 and (tmp_path / "a.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_clangxx_with_ltowrap_clang_goes_to_python(lone, tmp_path):
+    d, env = lone
+    write(tmp_path / "b.cc", "int b() { return 2; }\n")
+    assert run([str(d / "ltowrap-clang++"), "-c", "b.cc"], tmp_path, env=env, check=False).returncode != 0
+
+
+def test_installed_entry_is_the_sh_script():
+    assert (BIN / "ltowrap-clang").read_bytes().startswith(b"#!/bin/sh")
