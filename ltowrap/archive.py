@@ -102,3 +102,37 @@ def _member_name(raw: str, data: bytes, longnames: bytes, path: str) -> tuple[st
             raise Unsupported(f"malformed archive {path!r}: bad long-name offset {offset}")
         return longnames[offset:end].decode("utf-8", "surrogateescape"), data
     return raw[:-1] if raw.endswith("/") else raw, data
+
+
+def has_bitcode_member(path: str) -> bool:
+    """Does a regular archive hold a bitcode member? Reads only headers and 4 bytes a member.
+
+    For the compile path's "may this link carry bitcode?" question; thin archives, and
+    anything unusual, are answered by read_members.
+    """
+    from .magic import is_bitcode
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != ARCHIVE:
+                return any(is_bitcode(m.read()[:4]) for m in read_members(path))
+            while True:
+                header = f.read(_HEADER)
+                if len(header) < _HEADER:
+                    return False
+                size_field = header[48:58].strip()
+                if header[58:60] != b"`\n" or not size_field.isdigit():
+                    return False
+                size = int(size_field)
+                name = header[:16].rstrip(b" ")
+                start = f.tell()
+                head = f.read(4)
+                if name.startswith(b"#1/"):  # BSD: the name comes first
+                    n = int(name[3:]) if name[3:].isdigit() else 0
+                    f.seek(start + n)
+                    head = f.read(4)
+                if name not in (b"/", b"//", b"/SYM64/") and is_bitcode(head):
+                    return True
+                f.seek(start + size + (size & 1))
+    except (OSError, Unsupported):
+        return False

@@ -13,7 +13,6 @@ Order matters (clang takes the last of conflicting flags):
 from __future__ import annotations
 
 import os
-import platform
 
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ BACKEND_FAILURE = "Error running ThinLTO backend"
 def link_options(cmd: LinkCommand) -> list[str]:
     opts = [f"-O{cmd.lto.opt_level or '2'}"]
     if cmd.lto.cpu:
-        x86 = platform.machine() in ("x86_64", "i386", "i686", "AMD64")
+        x86 = os.uname().machine in ("x86_64", "i386", "i686", "AMD64")
         opts.append(f"-march={cmd.lto.cpu}" if x86 else f"-mcpu={cmd.lto.cpu}")
     opts += ["-ffunction-sections", "-fdata-sections"]
     return opts
@@ -54,6 +53,7 @@ class Job:
     shard_path: str
     imports: tuple[str, ...]
     output: str  # native object to write
+    shard_identity: str | None = None  # bitcode.shard_identity, when already known
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,17 @@ def _record(r: _Reader, abbrev: Abbrev) -> list[int]:
     return values
 
 
+def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
+    """What the backend key takes of a shard: its fingerprint's digest, or its raw bytes' digest
+    (path and all) when it cannot be read."""
+    from .cachekey import digest_bytes
+
+    try:
+        return "fingerprint:" + digest_bytes(fingerprint(shard, digest_of))
+    except (BadBitcode, OSError):
+        return "raw:" + digest_bytes(shard)
+
+
 def fingerprint(shard: bytes, digest_of: Callable[[str], str]) -> bytes:
     """The shard's contents with module paths replaced by digest_of(path); BadBitcode if unreadable."""
     if shard[:4] == b"\xde\xc0\x17\x0b":  # wrapper header: magic, version, offset, size

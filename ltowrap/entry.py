@@ -162,11 +162,8 @@ def _has_bitcode(paths: list[str]) -> bool:
         if is_bitcode(head):
             return True
         if is_archive(head):
-            from . import archive
+            from .archive import has_bitcode_member
 
-            try:
-                if any(is_bitcode(m.read()[:4]) for m in archive.read_members(p)):
-                    return True
-            except Exception:
-                continue
+            if has_bitcode_member(p):
+                return True
     return False

@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from . import backend, bitcode, fsutil, records
 from .backend import Job
@@ -29,10 +28,15 @@ from .proc import tool_env
 PLACEHOLDERS = ("<module>", "<shard>", "<output>")
 
 
-class BackendCommand(Protocol):
-    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]: ...
+class BackendCommand:
+    """How a backend compile is spelled: backend.LinkBackend, distributor.DtltoBackend."""
 
-    def read_files(self) -> list[str]: ...
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+        raise NotImplementedError
+
+    def read_files(self) -> list[str]:
+        """Files the compile reads besides the module, its shard and its imports."""
+        raise NotImplementedError
 
 
 @dataclass
@@ -83,10 +87,7 @@ class Executor:
         h.field("compiler", self.compiler_identity)
         h.field("argv", "\0".join(argv[1:]))
         h.field("module", job.module.digest)
-        try:
-            h.field("shard", bitcode.fingerprint(job.shard, self.digest_of))
-        except (bitcode.BadBitcode, OSError):
-            h.field("shard-raw", job.shard)
+        h.field("shard", job.shard_identity or bitcode.shard_identity(job.shard, self.digest_of))
         for path in self.backend.read_files():
             with open(path, "rb") as f:
                 h.field("reads", digest_bytes(f.read()))

@@ -11,7 +11,6 @@ are the linker's to report.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import shutil
 import signal
@@ -157,7 +156,11 @@ def compiler_identity(clang: str, cache: Cache) -> str:
     """
     real = os.path.realpath(clang)
     libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
-    files = [real, *sorted(glob.glob(os.path.join(libdir, "libLLVM*.so*")) + glob.glob(os.path.join(libdir, "libclang-cpp*.so*")))]
+    try:
+        libs = sorted(n for n in os.listdir(libdir) if n.startswith(("libLLVM", "libclang-cpp")) and ".so" in n)
+    except OSError:
+        libs = []
+    files = [real, *(os.path.join(libdir, n) for n in libs)]
     stamp = "\0".join(f"{f}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}" for f in files if (st := _stat(f)))
     key = digest_bytes(stamp.encode())
     entry = cache.get(TOOLCHAINS, key)
@@ -194,12 +197,12 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     thin_key = thinlink.key(link_plan, real, f"{os.path.realpath(real[0])}\0{ld_st.st_size}\0{ld_st.st_mtime_ns}", cwd)
 
     t0 = time.time()
-    result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key)
+    digest_of = file_digests({m.path: m.digest for m in link_plan.modules})
+    result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key, digest_of)
     t1 = time.time()
     record["thinlink_cached"] = result.cached
     js, jobs = jobserver.from_environment(settings.jobs, cache.tmp_dir())
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
-    digest_of = file_digests({m.path: m.digest for m in link_plan.modules})
     executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
                         jobserver=js, progress=bar)

@@ -6,10 +6,10 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from io import TextIOBase
 
 
-def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
+def wanted(setting: str, stream: TextIOBase = sys.stderr) -> bool:
     if setting in ("0", "1"):
         return setting == "1"
     return stream.isatty()
@@ -19,7 +19,7 @@ def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
 class Progress:
     name: str
     total: int
-    stream: TextIO = sys.stderr
+    stream: TextIOBase = sys.stderr
     start: float = field(default_factory=time.time)
     shown: bool = False
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import proc
@@ -15,6 +16,7 @@ from .cache import THINLINKS, Cache
 from .cachekey import Hasher, digest_bytes
 from .errors import Unsupported
 from .backend import Job
+from .bitcode import shard_identity
 from .plan import LinkPlan
 
 
@@ -44,7 +46,8 @@ def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
     return h.hexdigest()
 
 
-def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None) -> ThinLinkResult:
+def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
+        digest_of: Callable[[str], str]) -> ThinLinkResult:
     if thin_key is not None:
         hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
         if hit is not None:
@@ -77,8 +80,9 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
             full.add(module.path)
             continue
-        jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line))
-        record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports)})
+        identity = shard_identity(shard, digest_of)
+        jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
+        record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
     # lld writes an (empty) regular-LTO object even when every module is ThinLTO: use it only
     # when some module really was regular LTO, so the output is the same with a cached thin-link.
     has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
@@ -107,7 +111,8 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
         for item in json.loads(entry.payload):
             module = by_path[store_prefix + item["rel"]]
             out = idx + item["rel"]
-            jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out))
+            jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out,
+                            item["identity"]))
     except (KeyError, ValueError, TypeError):
         cache.stats.add("bad_entries")
         return None
