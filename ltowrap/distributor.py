@@ -31,6 +31,7 @@ from .cachekey import digest_bytes, file_digests
 from .errors import ToolFailed
 from .executor import Executor
 from .plan import Module
+from .records import record_key
 from .settings import load
 
 SCHEMA = {"": {"common", "jobs"}, "common": {"linker_output", "args", "inputs"}, "job": {"args", "inputs", "outputs"}}
@@ -100,7 +101,8 @@ def run(json_path: str) -> int:
     jobs = []
     for module, shard, output, imports in parsed:
         data_ = _read(module)
-        jobs.append(Job(Module(digest_bytes(data_), module, module, len(data_)), _read(shard), shard, tuple(imports), output))
+        module_ = Module(digest_bytes(data_), module, module, len(data_), record_key(data_))
+        jobs.append(Job(module_, _read(shard), shard, tuple(imports), output))
     from .pipeline import compiler_identity
 
     clang = common["args"][0]

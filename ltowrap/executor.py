@@ -94,7 +94,7 @@ class Executor:
         return h.hexdigest(), h.dump
 
     def _argv(self, job: Job, templ: bool) -> list[str]:
-        recorded = records.load(self.cache.root, job.module.digest) if self.per_module_options else None
+        recorded = records.load(self.cache.root, job.module.record_key) if self.per_module_options else None
         module, shard, output = PLACEHOLDERS if templ else (job.module.path, job.shard_path, job.output)
         return self.backend.argv(module, shard, output, recorded)
 

@@ -22,6 +22,7 @@ from .cachekey import digest_bytes
 from .cmdline import Arg, LinkCommand
 from .errors import Unsupported
 from .magic import is_archive, is_bitcode, read_head
+from .records import record_key
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Module:
     path: str  # store path: the module ID in the thin-link and the backend's input
     origin: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
     size: int
+    record_key: str = ""  # records.record_key of the bytes: finds the compile's options
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def build(command: LinkCommand, cache: Cache) -> LinkPlan:
         digest = digest_bytes(data)
         # Named by link position, then content: see the module docstring.
         path = cache.store_module(f"{len(modules):06d}-{digest}", data)
-        m = Module(digest, path, origin, len(data))
+        m = Module(digest, path, origin, len(data), record_key(data))
         modules.append(m)
         return m
 

@@ -1,13 +1,15 @@
 """Per-module backend options: recorded when a compile writes bitcode, found again by content.
 
-The record for a module is keyed by the xxh3-128 of the bitcode file's bytes, so it is
+The record for a module is keyed by the BLAKE2b-128 of the bitcode file's bytes, so it is
 found wherever the module travels: renamed, copied into an archive, or two different
-`util.o` in two directories. It holds the compile's codegen options (driverargs.codegen_options)
-separated by NUL bytes.
+`util.o` in two directories. (BLAKE2b because the sh entry computes it too, with
+coreutils' `b2sum -l 128`.) It holds the compile's arguments, NUL-terminated, as given;
+the link reads the codegen part of them (driverargs.codegen_options).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 
@@ -21,14 +23,20 @@ def record_path(cache_dir: str, digest: str) -> str:
     return os.path.join(cache_dir, RECORD_DIR, digest[:2], digest)
 
 
-def load(cache_dir: str, digest: str) -> list[str] | None:
-    path = record_path(cache_dir, digest)
+def record_key(bitcode: bytes) -> str:
+    return hashlib.blake2b(bitcode, digest_size=16).hexdigest()
+
+
+def load(cache_dir: str, key: str) -> list[str] | None:
+    """The codegen options the module with this record_key was compiled with, if recorded."""
+    path = record_path(cache_dir, key)
     try:
         data = fsutil.read_nofollow(path)
         os.utime(path)  # `ltowrap cache evict --older-than` goes by last use
     except OSError:
         return None
-    return data.decode("utf-8", "surrogateescape").split("\0") if data else []
+    args = data.decode("utf-8", "surrogateescape").split("\0")
+    return driverargs.codegen_options(args[:-1] if args and args[-1] == "" else args)
 
 
 def compile_and_record(real: list[str], args: list[str], seen: list[str], env, resolved: dict | None) -> int:
@@ -57,12 +65,10 @@ def compile_and_record(real: list[str], args: list[str], seen: list[str], env, r
 
 
 def _record(args: list[str], env, resolved: dict | None) -> None:
-    import xxhash
-
     from .config import default_cache_dir
 
     cache_dir = env.get("LTOWRAP_DIR") or (str(resolved["cache_dir"][0]) if resolved else "") or default_cache_dir()
-    options = "\0".join(driverargs.codegen_options(args)).encode("utf-8", "surrogateescape")
+    record = b"".join(a.encode("utf-8", "surrogateescape") + b"\0" for a in args)
     for out in driverargs.compile_outputs(args):
         try:
             with open(out, "rb") as f:
@@ -70,4 +76,4 @@ def _record(args: list[str], env, resolved: dict | None) -> None:
         except OSError:
             continue
         if is_bitcode(data[:4]):
-            fsutil.atomic_write(record_path(cache_dir, xxhash.xxh3_128_hexdigest(data)), options)
+            fsutil.atomic_write(record_path(cache_dir, record_key(data)), record)

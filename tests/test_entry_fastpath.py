@@ -91,3 +91,28 @@ def test_clangxx_with_ltowrap_clang_goes_to_python(lone, tmp_path):
 
 def test_installed_entry_is_the_sh_script():
     assert (BIN / "ltowrap-clang").read_bytes().startswith(b"#!/bin/sh")
+
+
+def test_thinlto_compile_is_recorded_in_sh_as_python_records_it(lone, tmp_path):
+    from ltowrap import records
+
+    d, env = lone
+    cache = tmp_path / "cache"
+    env["LTOWRAP_DIR"] = str(cache)
+    flags = ["-O1", "-fno-unroll-loops", "-flto=thin", "-c", "a.c"]
+    run([str(d / "ltowrap-clang"), *flags, "-o", "a.o"], tmp_path, env=env)  # sh: -o FILE
+    key = records.record_key((tmp_path / "a.o").read_bytes())
+    assert records.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
+    (cache / "r").rename(tmp_path / "sh-records")
+    run([str(BIN / "ltowrap-clang"), *flags, "-oa.o"], tmp_path, env=env)  # -oFILE: Python
+    assert records.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
+    assert oct((cache / "r").stat().st_mode & 0o777) == oct(0o700)
+
+
+def test_failed_thinlto_compile_keeps_its_exit_code_and_records_nothing(lone, tmp_path):
+    d, env = lone
+    env["LTOWRAP_DIR"] = str(tmp_path / "cache")
+    write(tmp_path / "bad.c", "int f(void) { return undeclared; }\n")
+    done = run([str(d / "ltowrap-clang"), "-flto=thin", "-c", "bad.c", "-o", "bad.o"], tmp_path, env=env, check=False)
+    assert done.returncode == 1 and "undeclared" in done.stderr
+    assert not (tmp_path / "cache" / "r").exists()
