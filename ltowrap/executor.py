@@ -93,15 +93,11 @@ class Executor:
                 h.field("reads", digest_bytes(f.read()))
         return h.hexdigest(), h.dump
 
-    def _argv(self, job: Job, templ: bool) -> list[str]:
-        recorded = records.load(self.cache.root, job.module.record_key) if self.per_module_options else None
-        module, shard, output = PLACEHOLDERS if templ else (job.module.path, job.shard_path, job.output)
-        return self.backend.argv(module, shard, output, recorded)
-
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         pending: list[tuple[Job, str, list[str]]] = []
         for job in jobs:
-            key, dump = self.key(job, self._argv(job, templ=True))
+            recorded = records.load(self.cache.root, job.module.record_key) if self.per_module_options else None
+            key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
             if self.debug and dump is not None:
                 self._write_dump(key, dump, job)
             t = time.time()
@@ -114,9 +110,9 @@ class Executor:
                 self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
                 self.outcomes.append(Outcome(job, True, t, time.time()))
                 if self.progress:
-                    self.progress.update(len(self.outcomes), len(self.outcomes))
+                    self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
             else:
-                pending.append((job, key, self._argv(job, templ=False)))
+                pending.append((job, key, self.backend.argv(job.module.path, job.shard_path, job.output, recorded)))
         weight = {j.module.path: j.module.size + sum(sizes.get(i, 0) for i in j.imports) for j, _, _ in pending}
         pending.sort(key=lambda p: weight[p[0].module.path], reverse=True)
         self._compile(pending)
