@@ -92,6 +92,7 @@ _RIP_DISP = re.compile(r"-?0x[0-9a-f]+(?=\(%rip\))|(?<![\w$])-?\d+(?=\(%rip\))")
 _IMMEDIATE = re.compile(r"(\$?)(-?)0x([0-9a-f]+)")
 _PADDING = re.compile(r"^(int3|nop\w*|data16\b.*\bnop\w*|xchg\w*\s+%ax, %ax|\.\.\.)(\s.*)?$")
 _BRANCH = re.compile(r"^(call|j|loop|xbegin)")
+_VECTOR_REG = re.compile(r"%[xyz]mm\d")
 _PROMOTED = re.compile(r"\.llvm\.(\d+)(?=$|[^\w.])")
 
 
@@ -316,16 +317,24 @@ class Binary:
         insn, _, comment = insn.partition("#")  # objdump's comments: `# 0x14ca0 <main>`, `# imm = 0x1C4F`
         target = None
         c = _COMMENT.match(comment.strip())
-        if c:
-            target = self.resolve(int(c.group(1), 16), c.group(2))
         insn = re.sub(r"\s+", " ", insn).strip()
         if not insn:
             return ""
         mnemonic, _, operands = insn.partition(" ")
+        if c:
+            addr = int(c.group(1), 16)
+            # A vector constant (`movdqa REL(%rip), %xmm0`) is no C string: read as one, it runs
+            # into whatever the linker placed after it. Name its section only.
+            vector = _VECTOR_REG.search(operands) is not None
+            target = (self.section_of(addr) or "?") if vector else self.resolve(addr, c.group(2))
         if "(%rip)" in operands:
             operands = _RIP_DISP.sub("REL", operands)
             if target is not None:
                 operands += f" -> {target}"
+        elif _BRANCH.match(mnemonic) and operands.startswith("*"):
+            # Memory-indirect (`callq *0x13d8(%rbx)`): the number is a field offset, not a target.
+            if self.is_exec:
+                operands = _IMMEDIATE.sub(self._absolute, operands)
         elif _BRANCH.match(mnemonic) and _TARGET.search(operands):
             t = _TARGET.search(operands)
             operands = operands[: t.start()] + self.resolve(int(t.group(1), 16), t.group(2)) + operands[t.end():]

@@ -27,12 +27,9 @@ Every fidelity test prints one summary line for its package (links, modules, bac
 compiles, identical/differing functions, build times). The whole file takes about 70 s on
 2 cores.
 
-Known differences, documented where they are handled:
-* fidelity.py's normaliser has two layout-sensitive false differences, seen on bzip2; the
-  comparison here uses a subclass that removes them (LayoutBlindBinary).
-* xz's main() differs between distributed and in-process ThinLTO: a distributed backend
-  does not know that functions defined in other (not imported) modules are dso_local
-  (BUG_DSO_LOCAL). test_xz_fidelity is a strict xfail for exactly that.
+xz's main() once differed from in-process ThinLTO: a distributed backend did not know
+that functions defined in other, not imported, modules are dso_local, until ltowrap's
+thin-link passed -import-declaration (LLVM >= 19).
 """
 
 from __future__ import annotations
@@ -61,19 +58,8 @@ OBJDUMP = str(LLVM / "llvm-objdump")
 CFLAGS = "-O2 -flto=thin"
 ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "LIBS", "AR")
 
-BUG_DSO_LOCAL = (
-    "distributed ThinLTO codegen differs from in-process for code that takes the address of a function "
-    "defined in another, not imported, module (xz's main: `run = opt_mode == MODE_LIST ? &list_file : "
-    "&coder_run`). In-process, the backend sees the combined index and marks those declarations dso_local "
-    "(lea; the select becomes a cmov); a distributed backend's index shard has no summary for them, so they "
-    "stay preemptible (GOTPCRELX loads; branches instead of the cmov). The thin-link option "
-    "`-mllvm -import-declaration` (LLVM >= 19) puts declaration summaries into the shards and makes xz "
-    "identical; an address-only reference is not covered even by that"
-)
 
 
-class DsoLocalGap(Exception):
-    """The known in-process vs distributed difference of BUG_DSO_LOCAL, and nothing else."""
 
 
 def needs_llvm22() -> None:
@@ -210,42 +196,6 @@ def link_summary(links: Links) -> str:
 
 # --- comparing two binaries ---
 
-_VECTOR_REG = re.compile(r"%[xyz]mm\d")
-
-
-class LayoutBlindBinary(fidelity.Binary):
-    """fidelity.Binary without two false differences that depend on where the linker put things.
-
-    1. A memory-indirect call or jump, `callq *0x13d8(%rbx)`: fidelity.normalise takes
-       0x13d8 for a branch target and resolves it as an address. It is a field offset; in a
-       PIE it is kept as it is (bzip2's BZ2_bzReadClose, `strm->bzfree(...)`, resolved into
-       .rodata, and to a different string in each build).
-    2. A vector constant read rip-relative (`movdqa REL(%rip), %xmm0`): fidelity reads the
-       16-byte constant pool entry as a C string up to the next NUL, which runs into whatever
-       the linker placed after it (bzip2's BZ2_decompress: '0123456789:;<=>?' followed by the
-       next constant or not). Such operands are named by their section only, as fidelity
-       does for any .rodata that is not a string.
-    """
-
-    _vector = False
-
-    def string_at(self, addr: int) -> str | None:
-        return None if self._vector else super().string_at(addr)
-
-    def normalise(self, insn: str) -> str:
-        code = re.sub(r"\s+", " ", insn.partition("#")[0]).strip()
-        mnemonic, _, operands = code.partition(" ")
-        if fidelity._BRANCH.match(mnemonic) and operands.startswith("*") and "(%rip)" not in operands:
-            if self.is_exec:
-                operands = fidelity._IMMEDIATE.sub(self._absolute, operands)
-            return self.untag(f"{mnemonic} {operands}")
-        self._vector = "(%rip)" in operands and _VECTOR_REG.search(operands) is not None
-        try:
-            return super().normalise(insn)
-        finally:
-            self._vector = False
-
-
 @dataclass
 class Comparison:
     pairs: list[tuple[str, fidelity.Result]] = field(default_factory=list)
@@ -270,8 +220,8 @@ class Comparison:
 def compare(ours: Path, ref: Path, binaries: list[str]) -> Comparison:
     result = Comparison()
     for name in binaries:
-        a = LayoutBlindBinary(ours / name, OBJDUMP).disassemble()
-        b = LayoutBlindBinary(ref / name, OBJDUMP).disassemble()
+        a = fidelity.Binary(ours / name, OBJDUMP).disassemble()
+        b = fidelity.Binary(ref / name, OBJDUMP).disassemble()
         common = sorted(a.keys() & b.keys())
         r = fidelity.Result(identical=sum(a[f] == b[f] for f in common), differing=[f for f in common if a[f] != b[f]],
                             only_a=sorted(a.keys() - b.keys()), only_b=sorted(b.keys() - a.keys()))
@@ -491,7 +441,6 @@ def test_xz(xz_ltowrap: Built) -> None:
     assert subprocess.run([tree / "src/xz/xz", "-dc"], input=packed, capture_output=True, check=True).stdout == data
 
 
-@pytest.mark.xfail(strict=True, raises=DsoLocalGap, reason=BUG_DSO_LOCAL)
 def test_xz_fidelity(xz_src: Path, xz_ltowrap: Built, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """xz (static, from liblzma.a) and liblzma.so against in-process ThinLTO."""
     ref = build_xz(xz_src, tmp_path / "xz-utils", reference_mode(), ldflags="-fuse-ld=lld", check=False)
@@ -501,6 +450,4 @@ def test_xz_fidelity(xz_src: Path, xz_ltowrap: Built, tmp_path: Path, capsys: py
     summary(capsys, "xz-utils", xz_ltowrap, ref, cmp)
     assert dynamic_symbols(xz_ltowrap.tree / XZ_SO) == dynamic_symbols(ref.tree / XZ_SO)
     assert cmp.identical > 600 and not cmp.unmatched, cmp.text()
-    if cmp.differing == ["src/xz/xz:main"]:
-        raise DsoLocalGap(cmp.text())
     assert not cmp.differing, cmp.text()

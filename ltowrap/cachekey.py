@@ -9,7 +9,7 @@ from __future__ import annotations
 import xxhash
 
 # Bump when the key's recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-5"
+FORMAT_VERSION = "ltowrap-cache-6"
 
 
 def digest_bytes(data: bytes) -> str:

@@ -172,6 +172,17 @@ def compiler_identity(clang: str, cache: Cache) -> str:
     return identity
 
 
+def llvm_major(identity: str) -> int:
+    """The major version in a compiler identity's `clang version N.x` (0 if not found).
+
+    The thin-link's lld is the one beside this clang (toolchain.sibling), so it is the same.
+    """
+    marker = "clang version "
+    i = identity.find(marker)
+    digits = identity[i + len(marker) :].split(".", 1)[0] if i >= 0 else ""
+    return int(digits) if digits.isdigit() else 0
+
+
 def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
@@ -198,12 +209,13 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
 
     t0 = time.time()
     digest_of = file_digests({m.path: m.digest for m in link_plan.modules})
-    result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key, digest_of)
+    identity = compiler_identity(clang, cache)
+    result = thinlink.run(link_plan, real, cache, workdir, store_prefix, thin_key, digest_of, llvm_major(identity))
     t1 = time.time()
     record["thinlink_cached"] = result.cached
     js, jobs = jobserver.from_environment(settings.jobs, cache.tmp_dir())
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
-    executor = Executor(LinkBackend(clang, command), compiler_identity(clang, cache), cache, jobs, digest_of,
+    executor = Executor(LinkBackend(clang, command), identity, cache, jobs, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
                         jobserver=js, progress=bar)
     try:

@@ -20,6 +20,9 @@ from .bitcode import shard_identity
 from .plan import LinkPlan
 
 
+IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-declaration
+
+
 @dataclass(frozen=True)
 class ThinLinkResult:
     jobs: tuple[Job, ...]
@@ -47,7 +50,7 @@ def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        digest_of: Callable[[str], str]) -> ThinLinkResult:
+        digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
     if thin_key is not None:
         hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
         if hit is not None:
@@ -63,6 +66,10 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         f"--thinlto-prefix-replace={store_prefix};{idx}",
         f"--lto-obj-path={full_obj}",
     ]
+    if llvm_major >= IMPORT_DECLARATION_SINCE:
+        # Shards then also summarise the functions a module only references, so a backend
+        # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
+        argv += ["-mllvm", "-import-declaration"]
     proc.run(argv)
     by_path = plan.by_path()
     jobs: list[Job] = []
