@@ -10,6 +10,7 @@ tree with fresh caches, configurations in rotating order:
   thin          lld in-process ThinLTO                   full build
   thin-cache    the same with --thinlto-cache-dir        cold build, warm relink, one-file edit
   dtlto         lld DTLTO, bench/dtlto_local.py          full build
+  dtlto-ltowrap lld DTLTO, ltowrap-distributor           cold build, warm link alone
   ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
                                                          edit, clean rebuild (warm cache)
 
@@ -204,6 +205,8 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
         Config("thin", str(clang), "-O2 -flto=thin", thin_ld),
         Config("thin-cache", str(clang), "-O2 -flto=thin", f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache'}"),
         Config("dtlto", str(clang), "-O2 -flto=thin", dtlto_ld),
+        Config("dtlto-ltowrap", str(clang), "-O2 -flto=thin",
+               f"-flto=thin -fuse-ld=lld -fthinlto-distributor={SCRIPTS / 'ltowrap-distributor'}", wrapped),
         Config("ltowrap", wrapper, "-O2 -flto=thin", "", wrapped),
     ]
 
@@ -328,8 +331,15 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
     return stats
 
 
+def scenarios_dtlto_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """lld DTLTO with ltowrap-distributor: a cold build, then the main link alone (warm cache)."""
+    rec.add("dtlto-ltowrap: full build", rep, b.build())
+    rec.add("dtlto-ltowrap: warm link alone", rep, b.link_alone())
+
+
 SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "thin": scenarios_lld,
-             "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "ltowrap": scenarios_ltowrap}
+             "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
+             "ltowrap": scenarios_ltowrap}
 
 
 # ---------------------------------------------------------------- tables
@@ -350,6 +360,7 @@ BUILD_ROWS = [
     Row(THIN, "in-process ThinLTO", (THIN,)),
     Row("thin-cache: cold build", "in-process + cache-dir, cold", (THIN,)),
     Row("dtlto: full build", "DTLTO (local distributor)", (THIN,)),
+    Row("dtlto-ltowrap: full build", "DTLTO, ltowrap-distributor, cold cache", (THIN,)),
     Row("ltowrap: cold build", "ltowrap, cold cache", (THIN,)),
     Row("thin-cache: warm relink", "in-process + cache-dir, warm relink", (THIN, "thin-cache: warm relink")),
     Row("ltowrap: warm relink", "ltowrap, warm relink", (THIN, "thin-cache: warm relink")),
@@ -367,6 +378,7 @@ LINK_ROWS = [
     Row("ltowrap: cold build", "ltowrap, cold, in build (log)", (THIN_LINK,)),
     Row("thin-cache: warm link alone", "in-process + cache-dir, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm link alone", "ltowrap, warm", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("dtlto-ltowrap: warm link alone", "DTLTO, ltowrap-distributor, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm relink", "ltowrap, warm, in build (log)", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: one-file edit", "ltowrap, one-file edit, in build (log)", (THIN_LINK,)),
     Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, in build (log)", (THIN_LINK,)),

@@ -11,9 +11,10 @@ with, as written by lld 22:
 Every job runs through ltowrap's executor: the backend cache, the local pool under make's
 jobserver, the empty-object checks, and the module's recorded compile options. The key is
 built by the same recipe as for ltowrap's own links, with module paths in the shard
-replaced by content digests, so lld's per-link temporary names still hit. (lld's common
-options, e.g. -fpic and --target, differ from ltowrap's own backend command line, so
-the two paths keep separate entries.)
+replaced by content digests. lld's per-link temporary names for archive members also
+change its value numbering in some shards, so a DTLTO relink hits only where a shard
+comes out the same. (lld's common options, e.g. -fpic and --target, differ from
+ltowrap's own backend command line, so the two paths keep separate entries.)
 """
 
 from __future__ import annotations

@@ -116,3 +116,9 @@ def test_failed_thinlto_compile_keeps_its_exit_code_and_records_nothing(lone, tm
     done = run([str(d / "ltowrap-clang"), "-flto=thin", "-c", "bad.c", "-o", "bad.o"], tmp_path, env=env, check=False)
     assert done.returncode == 1 and "undeclared" in done.stderr
     assert not (tmp_path / "cache" / "r").exists()
+
+
+def test_config_variable_naming_a_missing_file_keeps_the_fast_path(lone, tmp_path):
+    d, env = lone
+    env["LTOWRAP_CONFIG"] = str(tmp_path / "absent.toml")
+    assert run([str(d / "ltowrap-clang"), "-c", "a.c"], tmp_path, env=env).returncode == 0
