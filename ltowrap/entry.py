@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
         sys.exit(127)
     args = argv[1:]
     if passthrough:
-        _exec(real, args, env)
+        exec_real(real, args, env)
     try:
         if tool.startswith("ld.lld") or tool == "ld":
             from .pipeline import run_linker
@@ -76,12 +76,17 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
         _driver(real, args, env, resolved)
     except Exception as e:  # a bug in ltowrap must not break the build
         print(f"ltowrap: internal error ({type(e).__name__}: {e}); running the command unchanged", file=sys.stderr)
-        _exec(real, args, env)
+        exec_real(real, args, env)
 
 
-def _exec(real: list[str], args: list[str], env: os._Environ[str] | dict[str, str]) -> None:
+def exec_real(real: list[str], args: list[str], env: os._Environ[str] | dict[str, str] = os.environ,
+              guard: bool = True) -> None:
+    """Become the real tool (never returns). `guard` makes shims it reaches pass through."""
     env = dict(env)
-    env[toolchain.GUARD] = "1"
+    if guard:
+        env[toolchain.GUARD] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
         os.execve(real[0], real + args, env)
     except OSError as e:
@@ -119,22 +124,18 @@ def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: d
             from .records import compile_and_record
 
             sys.exit(compile_and_record(real, args, seen, env, resolved))
-        _exec(real, args, env)
+        exec_real(real, args, env)
     if lto_thin and not driverargs.wants_lto(seen):
         args, seen = ["-flto=thin", *args], ["-flto=thin", *seen]
     route = _lld_route(real, seen, env, resolved)
     if route is None:
-        _exec(real, args, env)
+        exec_real(real, args, env)
     ld_entry, real_ld = route
     env = dict(env)
     env[toolchain.REAL_LD] = real_ld
     env.setdefault("LTOWRAP_CLANG", os.path.realpath(real[0]))
-    # No GUARD here: the driver must reach our ld.lld entry, which runs the real tools guarded.
-    try:
-        os.execve(real[0], real + args + ["-fuse-ld=lld", f"--ld-path={ld_entry}"], env)
-    except OSError as e:
-        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
-        sys.exit(127)
+    # No guard: the driver must reach our ld.lld entry, which runs the real tools guarded.
+    exec_real(real, [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 
 
 def _lld_route(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> tuple[str, str] | None:

@@ -25,6 +25,7 @@ from .cache import MODULES, TOOLCHAINS, Cache
 from .cachekey import digest_bytes, file_digests
 from .config import ConfigError
 from .backend import LinkBackend
+from .entry import exec_real
 from .errors import ToolFailed, Unsupported
 from .executor import Executor
 from .settings import Settings, load
@@ -59,7 +60,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
         settings = load()
     except ConfigError as e:
         print(f"ltowrap: {e}; running the link unchanged", file=sys.stderr)
-        _exec(real, args)
+        exec_real(real, args)
     counters = stats.Stats()
     cache = Cache(settings.cache_dir, counters, settings.max_size)
     rc: int | None = None
@@ -112,7 +113,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
     if settings.log:
         log.append(settings.log, record)
     if rc is None:
-        _exec(real, args)
+        exec_real(real, args)
     return rc
 
 
@@ -133,18 +134,6 @@ def _fallback_note(record: dict, counters: stats.Stats, reason: str, detail: str
     print(f"ltowrap: {reason}; running the link unchanged", file=sys.stderr)
     if detail and os.environ.get("LTOWRAP_VERBOSE"):
         print(detail, file=sys.stderr)
-
-
-def _exec(real: list[str], args: list[str]) -> None:
-    env = dict(os.environ)
-    env[toolchain.GUARD] = "1"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execve(real[0], real + args, env)
-    except OSError as e:
-        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
-        sys.exit(127)
 
 
 def compiler_identity(clang: str, cache: Cache) -> str:
