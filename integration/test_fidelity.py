@@ -121,12 +121,7 @@ def report(label: str, r: fidelity.Result, a: Path, b: Path) -> str:
 @pytest.fixture(scope="module")
 def lua_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A patched lua5.4 tree with the upstream build system (as integration/test_lua.py makes it)."""
-    pkg = debsrc.fetch("lua5.4")
-    tree = pkg.unpack(tmp_path_factory.mktemp("fidelity-lua-src") / "lua5.4")
-    debsrc.run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(tree / "debian/patches/0001-build-system.patch")])
-    arch = debsrc.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
-    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
-    return tree
+    return debsrc.lua_upstream_tree(tmp_path_factory.mktemp("fidelity-lua-src") / "lua5.4")
 
 
 def build_lua(tree: Path, dest: Path, build: Build) -> Path:

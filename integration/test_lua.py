@@ -169,12 +169,7 @@ def check_cold_links(tree: Path, log: Path, tc: Toolchain) -> None:
 @pytest.fixture(scope="session")
 def lua_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One unpacked lua5.4 tree with the upstream build system, copied by each test."""
-    pkg = debsrc.fetch("lua5.4")
-    tree = pkg.unpack(tmp_path_factory.mktemp("lua5.4-src") / "lua5.4")
-    debsrc.run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(tree / "debian/patches/0001-build-system.patch")])
-    arch = debsrc.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
-    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
-    return tree
+    return debsrc.lua_upstream_tree(tmp_path_factory.mktemp("lua5.4-src") / "lua5.4")
 
 
 @pytest.fixture
