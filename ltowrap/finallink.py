@@ -58,16 +58,36 @@ def _rename(text: bytes, names: dict[str, str]) -> bytes:
     return text
 
 
-def user_error(stderr: bytes) -> bool:
-    """Did the final link fail only on undefined symbols of the user's program?
+def undefined_symbols(stderr: bytes) -> list[str] | None:
+    """The symbols a failed link reports undefined, if that is all it reports (else None)."""
+    names = []
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if ": error: " not in line or "too many errors" in line:
+            continue
+        if "undefined symbol: " not in line:
+            return None
+        names.append(line.split("undefined symbol: ", 1)[1].strip())
+    return names or None
 
-    Such links (configure probes, busybox's link script) must fail as fast and with the
-    same exit code as without ltowrap, so their errors are reported directly. A promoted
-    local (`name.llvm.<hash>`) missing means the distributed link itself went wrong, and
-    any other error could be ours too: those go to the original command instead.
+
+def user_error(stderr: bytes, plan: LinkPlan, nm: str) -> bool:
+    """Did the final link fail only on symbols the user's inputs never define?
+
+    Such links (configure probes, busybox's link script) must fail fast and as without
+    ltowrap, so their errors are reported directly. If a bitcode module defines one of the
+    missing symbols (llvm-nm reads its symbol table), the distributed link lost it: not the
+    user's error, so the original command decides. A promoted local (`name.llvm.<hash>`)
+    is always ours.
     """
-    errors = [line for line in stderr.decode("utf-8", "replace").splitlines() if ": error: " in line]
-    return bool(errors) and all(
-        "undefined symbol: " in e and ".llvm." not in e.split("undefined symbol: ", 1)[1] or "too many errors" in e
-        for e in errors
-    )
+    names = undefined_symbols(stderr)
+    if not names or any(".llvm." in n for n in names):
+        return False
+    try:
+        done = subprocess.run([nm, "--defined-only", "--format=just-symbols", *(m.path for m in plan.modules)],
+                              capture_output=True, env=tool_env())
+    except OSError:
+        return False
+    if done.returncode != 0:
+        return False
+    defined = set(done.stdout.decode("utf-8", "replace").split())
+    return not any(n.split("@", 1)[0] in defined for n in names)

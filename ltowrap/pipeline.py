@@ -225,7 +225,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
         {"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4), "end": round(o.end, 4)}
         for o in executor.outcomes
     ]
-    if rc != 0 and not finallink.user_error(err):
+    if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
         # Not plainly the user's own error: their command decides, as without ltowrap.
         raise _Fallback("final link failed")
     sys.stdout.buffer.write(out)

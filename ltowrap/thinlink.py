@@ -90,8 +90,15 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         identity = shard_identity(shard, digest_of)
         jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
         record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
-    # lld writes an (empty) regular-LTO object even when every module is ThinLTO: use it only
-    # when some module really was regular LTO, so the output is the same with a cached thin-link.
+    # Regular-LTO modules are not in the object list: their shard is an empty file, and
+    # their code is in full_obj. lld writes that object (empty) even when every module is
+    # ThinLTO: it is used only when some module really was regular LTO, so the output is
+    # the same with a cached thin-link.
+    listed = {j.module.path for j in jobs}
+    for m in plan.modules:
+        shard_file = idx + m.path[len(store_prefix) :] + ".thinlto.bc"
+        if m.path not in listed and os.path.exists(shard_file) and os.path.getsize(shard_file) == 0:
+            full.add(m.path)
     has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
     if thin_key is not None and not full:
         cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))

@@ -305,3 +305,19 @@ def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project,
         env=lw_env(tc))
     assert run(["./prog"], project).stdout == want
+
+
+def test_regular_lto_module_beside_thinlto_modules(project, tmp_path, tc22):
+    """A -flto=full module gets no shard of its own: its code comes from --lto-obj-path."""
+    tc = tc22
+    write(project / "a.c", '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(2) + g(3)); return 0; }\n')
+    write(project / "f.c", "int f(int x) { return x * 10; }\n")
+    write(project / "g.c", "int g(int x) { return x + 100; }\n")
+    env = lw_env(tc)
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "a.c", "g.c"], project, env=env)
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=full", "-c", "f.c"], project, env=env)
+    done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "a.o", "f.o", "g.o", "-o", "prog"], project, env=env)
+    assert "ltowrap:" not in done.stderr
+    assert run(["./prog"], project).stdout == "123\n"
+    rec = last_link(tmp_path)
+    assert rec["decision"] == "distributed" and rec["modules"] == 3 and rec["backend_compiles"] == 2
