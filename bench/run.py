@@ -1,6 +1,6 @@
 """Benchmark ltowrap against lld's own ThinLTO modes on a real Debian package build.
 
-    .venv/bin/python bench/run.py [--project lua] [--reps N] [--jobs N]
+    .venv/bin/python bench/run.py [--project lua|redis] [--reps N] [--jobs N] [--only CONFIG ...]
 
 Each repetition builds the project once per configuration, in a fresh copy of the source
 tree with fresh caches, configurations in rotating order:
@@ -19,6 +19,13 @@ wait4 rusage of make, which covers all its descendants) and the link of the main
 (`lua`) on its own: the binary deleted and `make -j2 lua` rerun, nothing else running.
 For ltowrap the link is also read from LTOWRAP_LOG (start..end of the ld.lld wrapper,
 with its phases); inside a build that link runs beside the link of `luac`.
+
+Projects: `lua` (lua5.4, src/Makefile; main binary `lua`) and `redis` (Debian's redis 7.0,
+its upstream Makefiles with MALLOC=libc, the bundled lua, hiredis, hdr_histogram and linenoise
+as bitcode archives made with llvm-ar 22; main binary `redis-server`, linked beside
+redis-cli, redis-benchmark and the bundled lua/luac; every build is checked with redis-cli
+against a redis-server on a free loopback port, and ltowrap's cold build also with
+`./runtest` units type/string and keyspace, which need tcl).
 
 (A warm relink deletes the binaries and reruns make; the one-file edit changes a constant in
 one .c file.) Backend compiles are counted per make: ltowrap's from its log, lld's as new
@@ -39,6 +46,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -99,6 +107,7 @@ class Project:
     prepare: Callable[[Path], None]  # turn the unpacked Debian tree into a buildable one
     edit: Callable[[Path], None]  # a small real code change in one source file
     smoke: Callable[[Path], None]  # check the built program works
+    check: Callable[[Path], None] | None = None  # a longer test, run once, after ltowrap's cold build (untimed)
 
     @property
     def main_binary(self) -> str:
@@ -135,8 +144,81 @@ def lua_smoke(tree: Path) -> None:
         raise RuntimeError(f"lua printed {out!r}")
 
 
+def redis_prepare(tree: Path) -> None:
+    """Debian's patched tree builds as is with the upstream Makefiles (bundled deps; jemalloc not used)."""
+
+
+def redis_make_vars(cc: str, cflags: str, ldflags: str) -> list[str]:
+    # CFLAGS and LDFLAGS reach src/ (FINAL_CFLAGS/FINAL_LDFLAGS, after its own -O2) and, through make's
+    # command-line variables, deps/: lua (CFLAGS, MYLDFLAGS), hiredis, hdr_histogram and linenoise. Their
+    # static archives hold bitcode, so llvm-ar/llvm-ranlib of clang 22. MALLOC=libc: the bundled jemalloc's
+    # configure would run in every fresh tree and namespaces its symbols with nm on the (bitcode) objects.
+    return [f"CC={cc}", f"CFLAGS={cflags}", f"LDFLAGS={ldflags}", "MALLOC=libc", "USE_SYSTEMD=no",
+            "AR=llvm-ar-22", "RANLIB=llvm-ranlib-22", "NM=llvm-nm-22"]
+
+
+def redis_edit(tree: Path) -> None:
+    """networking.c's MAX_ACCEPTS_PER_CALL 1000 -> 1001: new code in one module of redis-server, same behaviour."""
+    src = tree / "src" / "networking.c"
+    text, n = re.subn(r"^#define MAX_ACCEPTS_PER_CALL 1000$", "#define MAX_ACCEPTS_PER_CALL 1001", src.read_text(),
+                      flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{src}: no '#define MAX_ACCEPTS_PER_CALL 1000' to edit")
+    src.write_text(text)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_smoke(tree: Path) -> None:
+    """redis-server --version, then redis-cli against a redis-server on a free loopback port (stopped by PID)."""
+    src = tree / "src"
+    out = subprocess.run([str(src / "redis-server"), "--version"], check=True, capture_output=True, text=True).stdout
+    if not out.startswith("Redis server v=7."):
+        raise RuntimeError(f"redis-server --version printed {out!r}")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="redis-smoke-") as wd:
+        server = subprocess.Popen([str(src / "redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--daemonize", "no", "--dir", wd],
+                                  cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def cli(*args: str) -> str:
+                return subprocess.run([str(src / "redis-cli"), "-h", "127.0.0.1", "-p", str(port), *args],
+                                      capture_output=True, text=True, timeout=10).stdout.strip()
+
+            deadline = time.monotonic() + 10
+            while cli("PING") != "PONG":
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {port} did not answer PING (exit {server.poll()})")
+                time.sleep(0.05)
+            got = [cli("SET", "k", "v" * 100), cli("GET", "k"), cli("INCR", "n"), cli("INCRBY", "n", "41"),
+                   cli("RPUSH", "l", "a", "b"), cli("LPUSH", "l", "z"), cli("LRANGE", "l", "0", "-1"),
+                   cli("EVAL", "return redis.call('INCR', KEYS[1]) * 2", "1", "n")]
+            want = ["OK", "v" * 100, "1", "42", "2", "3", "z\na\nb", "86"]
+            if got != want:
+                raise RuntimeError(f"redis-cli got {got!r}, wanted {want!r}")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def redis_check(tree: Path) -> None:
+    """Redis's own test suite (tcl), two units, servers on loopback ports it picks."""
+    done = subprocess.run(["./runtest", "--single", "unit/type/string", "--single", "unit/keyspace", "--clients", "2"],
+                          cwd=tree, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or "All tests passed without errors" not in done.stdout:
+        raise RuntimeError(f"runtest exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    print("  runtest unit/type/string unit/keyspace: all passed", flush=True)
+
+
 PROJECTS = {
     "lua": Project("lua5.4", "src", "all", lua_make_vars, ("lua", "luac"), lua_prepare, lua_edit, lua_smoke),
+    "redis": Project("redis", "src", "all", redis_make_vars,
+                     ("redis-server", "redis-cli", "redis-benchmark", "redis-sentinel", "redis-check-rdb",
+                      "redis-check-aof"), redis_prepare, redis_edit, redis_smoke, redis_check),
 }
 
 
@@ -322,6 +404,8 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
         before()
         log = tmp / f"{label.replace(' ', '-')}.jsonl"
         rec.add(f"ltowrap: {label}", rep, b.build(log=log), log, main)
+        if label == "cold build" and b.project.check:
+            b.project.check(b.tree)
     stats = json.loads(subprocess.run([str(SCRIPTS / "ltowrap"), "stats", "--json"], env=b.env, check=True,
                                       capture_output=True, text=True).stdout)
     subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
