@@ -114,14 +114,6 @@ class Project:
         return self.binaries[0]
 
 
-def lua_prepare(tree: Path) -> None:
-    """As integration/test_lua.py: drop Debian's libtool build patch, write the header it generates."""
-    patch = tree / "debian/patches/0001-build-system.patch"
-    debsrc.run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(patch)])
-    arch = debsrc.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
-    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
-
-
 def lua_make_vars(cc: str, cflags: str, ldflags: str) -> list[str]:
     # The `linux` target's SYSCFLAGS go into CFLAGS (we override it); SYSLIBS as it sets them.
     return [f"CC={cc}", f"CFLAGS={cflags} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX",
@@ -215,7 +207,7 @@ def redis_check(tree: Path) -> None:
 
 
 PROJECTS = {
-    "lua": Project("lua5.4", "src", "all", lua_make_vars, ("lua", "luac"), lua_prepare, lua_edit, lua_smoke),
+    "lua": Project("lua5.4", "src", "all", lua_make_vars, ("lua", "luac"), debsrc.prepare_lua_upstream, lua_edit, lua_smoke),
     "redis": Project("redis", "src", "all", redis_make_vars,
                      ("redis-server", "redis-cli", "redis-benchmark", "redis-sentinel", "redis-check-rdb",
                       "redis-check-aof"), redis_prepare, redis_edit, redis_smoke, redis_check),

@@ -55,18 +55,23 @@ class SourcePackage:
 
 
 def lua_upstream_tree(dest: Path) -> Path:
-    """Debian's lua5.4 with its upstream Makefiles, as debian/rules would prepare it.
+    """Debian's lua5.4, unpacked at `dest` and prepared by prepare_lua_upstream."""
+    tree = fetch("lua5.4").unpack(dest)
+    prepare_lua_upstream(tree)
+    return tree
+
+
+def prepare_lua_upstream(tree: Path) -> None:
+    """Give an unpacked lua5.4 tree its upstream Makefiles, as debian/rules would prepare it.
 
     Debian's 0001-build-system.patch turns the upstream Makefiles into a libtool build
     (needing dpkg-buildflags, a version script and C++ copies of every object): that one
     patch is reversed, the others (module paths, extern "C", CVE fixes) stay, and the
     multiarch header that the module-path patch includes is written.
     """
-    tree = fetch("lua5.4").unpack(dest)
     run(["patch", "-R", "-p1", "-s", "-d", str(tree), "-i", str(tree / "debian/patches/0001-build-system.patch")])
     arch = run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).strip()
     (tree / "src" / "lua5.4-deb-multiarch.h").write_text(f'#define DEB_HOST_MULTIARCH "{arch}"\n')
-    return tree
 
 
 def cache_dir() -> Path:

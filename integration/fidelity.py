@@ -96,6 +96,15 @@ _VECTOR_REG = re.compile(r"%[xyz]mm\d")
 _PROMOTED = re.compile(r"\.llvm\.(\d+)(?=$|[^\w.])")
 
 
+def require_llvm(bindir: Path) -> None:
+    """Skip the calling test unless the LLVM tools a fidelity comparison needs are installed."""
+    import pytest
+
+    for tool in ("clang", "ld.lld", "llvm-objdump", "llvm-nm"):
+        if not (bindir / tool).exists():
+            pytest.skip(f"{bindir / tool} not installed")
+
+
 class Binary:
     """One linked binary: its symbol, section and dynamic relocation tables, and its code."""
 

@@ -36,9 +36,7 @@ LUA_CFLAGS = f"{CFLAGS} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"  # CFLAG
 
 
 def needs_llvm22() -> None:
-    for tool in ("clang", "ld.lld", "llvm-objdump", "llvm-nm"):
-        if not (LLVM / tool).exists():
-            pytest.skip(f"{LLVM / tool} not installed")
+    fidelity.require_llvm(LLVM)
 
 
 @dataclass(frozen=True)

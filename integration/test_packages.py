@@ -68,9 +68,7 @@ ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CFLAGS", "CPPFLAGS", "LDF
 
 
 def needs_llvm22() -> None:
-    for tool in ("clang", "ld.lld", "llvm-objdump", "llvm-nm"):
-        if not (LLVM / tool).exists():
-            pytest.skip(f"{LLVM / tool} not installed")
+    fidelity.require_llvm(LLVM)
 
 
 # --- how a package is built ---
