@@ -217,7 +217,6 @@ def test_eviction_keeps_cache_under_max_size_and_keeps_recent(project, tmp_path,
 def test_lru_order_on_automatic_cleanup(tmp_path, tc22):
     """Build A, then B, touch A (a hit), then C over the limit: B's entries go first."""
     env_base = {"LTOWRAP_MAX_SIZE": "0"}
-    sizes = []
     for name in ("a", "b"):
         d = tmp_path / name
         make_project(d, tweak=f"+ {ord(name)}")
