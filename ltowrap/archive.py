@@ -107,8 +107,8 @@ def _member_name(raw: str, data: bytes, longnames: bytes, path: str) -> tuple[st
 def has_bitcode_member(path: str) -> bool:
     """Does a regular archive hold a bitcode member? Reads only headers and 4 bytes a member.
 
-    For the compile path's "may this link carry bitcode?" question; thin archives, and
-    anything unusual, are answered by read_members.
+    Thin archives are answered by read_members. A malformed archive answers False here: the
+    link then passes through, and the linker reports it.
     """
     from .magic import is_bitcode
 

@@ -115,13 +115,12 @@ def build(command: LinkCommand, cache: Cache) -> LinkPlan:
             data = _read(path)
             pieces.append(Piece(arg, (module(data, path),), rewritten=True))
         elif is_archive(head):
-            members = archive.read_members(path)
-            if not any(is_bitcode(m.read()[:4]) for m in members):
+            if not archive.has_bitcode_member(path):  # reads headers only: libc.a stays cheap
                 others.append(path)
                 pieces.append(Piece(arg))
                 continue
             expanded: list[Module | str] = []
-            for m in members:
+            for m in archive.read_members(path):
                 data = m.read()
                 origin = f"{path}({m.name})"
                 if is_bitcode(data[:4]):
