@@ -50,7 +50,13 @@ class _Fallback(Exception):
         self.detail = detail
 
 
-def run_linker(real: list[str], args: list[str]) -> int:
+def run_linker(real: list[str], args: list[str], original: list[str] | None = None) -> int:
+    """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
+
+    `original` is the user's driver command when the clang entry found the link line
+    itself: falling back to it reports errors exactly as the driver would.
+    """
+    fallback = original or real + args
     record: dict = {
         "tool": os.path.basename(real[0]), "cwd": os.getcwd(), "argv": real + args, "decision": "passthrough",
         "reason": None, "modules": 0, "backend_compiles": 0, "backend_hits": 0, "thinlink_cached": False,
@@ -60,7 +66,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
         settings = load()
     except ConfigError as e:
         print(f"ltowrap: {e}; running the link unchanged", file=sys.stderr)
-        exec_real(real, args)
+        exec_real(fallback[:1], fallback[1:])
     counters = stats.Stats()
     cache = Cache(settings.cache_dir, counters, settings.max_size)
     rc: int | None = None
@@ -113,7 +119,7 @@ def run_linker(real: list[str], args: list[str]) -> int:
     if settings.log:
         log.append(settings.log, record)
     if rc is None:
-        exec_real(real, args)
+        exec_real(fallback[:1], fallback[1:])
     return rc
 
 

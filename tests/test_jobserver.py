@@ -171,7 +171,7 @@ def test_interrupted_link_leaves_nothing_behind(project, tmp_path, tc22, sig):
 
 
 def _linker_pids(marker: str) -> list[int]:
-    """ltowrap's ld.lld entries running for this test (its cache directory is in their environment)."""
+    """ltowrap's link processes running for this test (its cache directory is in their environment)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -180,6 +180,7 @@ def _linker_pids(marker: str) -> list[int]:
                 environ = Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if len(cmd) > 1 and cmd[1].endswith(b"ltowrap-ld.lld") and marker.encode() in environ:
+            # The link runs in the clang entry itself, or (when the driver runs it) in ltowrap-ld.lld.
+            if len(cmd) > 1 and cmd[1].endswith((b"ltowrap-ld.lld", b"ltowrap-entry")) and marker.encode() in environ:
                 pids.append(int(entry))
     return pids

@@ -138,9 +138,12 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _ld_entry(driver_pid: int) -> int | None:
-    """The ltowrap-ld.lld process the clang driver started (its child, running our script)."""
-    for child in _children(driver_pid):
+def _ld_entry(entry_pid: int) -> int | None:
+    """The process running ltowrap's link: the clang entry itself (ltowrap-entry, once it has
+    read the driver's link line), or an ltowrap-ld.lld the clang driver started."""
+    if any(arg.endswith(b"ltowrap-entry") for arg in _cmdline(entry_pid)[:3]):
+        return entry_pid
+    for child in _children(entry_pid):
         if any(arg.endswith(b"ltowrap-ld.lld") for arg in _cmdline(child)[:3]):
             return child
     return None
