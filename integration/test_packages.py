@@ -64,9 +64,6 @@ CFLAGS = "-O2 -flto=thin"
 ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "LIBS", "AR")
 
 
-
-
-
 def needs_llvm22() -> None:
     fidelity.require_llvm(LLVM)
 

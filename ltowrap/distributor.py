@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from . import jobserver, log, stats
 from .backend import Job
 from .cache import Cache
-from .cachekey import digest_bytes, file_digests
+from .cachekey import file_digests
 from .errors import ToolFailed
 from .executor import Executor
 from .plan import Module
-from .records import record_key
 from .settings import load
 
 SCHEMA = {"": {"common", "jobs"}, "common": {"linker_output", "args", "inputs"}, "job": {"args", "inputs", "outputs"}}
@@ -101,9 +100,7 @@ def run(json_path: str) -> int:
     cache = Cache(settings.cache_dir, counters, settings.max_size)
     jobs = []
     for module, shard, output, imports in parsed:
-        data_ = _read(module)
-        module_ = Module(digest_bytes(data_), module, module, len(data_), record_key(data_))
-        jobs.append(Job(module_, _read(shard), shard, tuple(imports), output))
+        jobs.append(Job(Module.of(_read(module), module, module), _read(shard), shard, tuple(imports), output))
     from .pipeline import compiler_identity
 
     clang = common["args"][0]
@@ -126,9 +123,7 @@ def run(json_path: str) -> int:
     if settings.log:
         log.append(settings.log, {
             "tool": "distributor", "cwd": os.getcwd(), "argv": sys.argv, "decision": "distributed" if rc == 0 else "failed",
-            "reason": None, "modules": len(jobs), "backend_compiles": sum(not o.cached for o in executor.outcomes),
-            "backend_hits": sum(o.cached for o in executor.outcomes), "start": started, "end": time.time(),
-            "backends": [{"module": o.job.module.origin, "cached": o.cached, "start": o.start, "end": o.end} for o in executor.outcomes],
+            "reason": None, "modules": len(jobs), "start": started, "end": time.time(), **executor.log_fields(),
         })
     return rc
 

@@ -93,6 +93,15 @@ class Executor:
                 h.field("reads", digest_bytes(f.read()))
         return h.hexdigest(), h.dump
 
+    def log_fields(self) -> dict:
+        """What LTOWRAP_LOG records of the backends: counts, and each one's start and end."""
+        return {
+            "backend_compiles": sum(not o.cached for o in self.outcomes),
+            "backend_hits": sum(o.cached for o in self.outcomes),
+            "backends": [{"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4),
+                          "end": round(o.end, 4)} for o in self.outcomes],
+        }
+
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         pending: list[tuple[Job, str, list[str]]] = []
         for job in jobs:

@@ -225,12 +225,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     rc, out, err = finallink.run(final, result, workdir)
     t3 = time.time()
     record["phases"] = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
-    record["backend_compiles"] = sum(1 for o in executor.outcomes if not o.cached)
-    record["backend_hits"] = sum(1 for o in executor.outcomes if o.cached)
-    record["backends"] = [
-        {"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4), "end": round(o.end, 4)}
-        for o in executor.outcomes
-    ]
+    record.update(executor.log_fields())
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
         # Not plainly the user's own error: their command decides, as without ltowrap.
         raise _Fallback("final link failed")

@@ -33,6 +33,10 @@ class Module:
     size: int
     record_key: str = ""  # records.record_key of the bytes: finds the compile's options
 
+    @classmethod
+    def of(cls, data: bytes, path: str, origin: str) -> Module:
+        return cls(digest_bytes(data), path, origin, len(data), record_key(data))
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -98,10 +102,9 @@ def build(command: LinkCommand, cache: Cache) -> LinkPlan:
     others: list[str] = []
 
     def module(data: bytes, origin: str) -> Module:
-        digest = digest_bytes(data)
         # Named by link position, then content: see the module docstring.
-        path = cache.store_module(f"{len(modules):06d}-{digest}", data)
-        m = Module(digest, path, origin, len(data), record_key(data))
+        path = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
+        m = Module.of(data, path, origin)
         modules.append(m)
         return m
 
