@@ -1,4 +1,4 @@
-"""A path-independent fingerprint of a ThinLTO index shard, read with a small bitstream reader.
+"""Index shards (`M.o.thinlto.bc`) read and rewritten with a small bitstream reader and writer.
 
 An index shard (`M.o.thinlto.bc`) records, in its MODULE_STRTAB block, the path of every
 module the backend compile will read, and lld writes whatever paths it was given:
@@ -7,6 +7,9 @@ ltowrap's store paths, or lld's own temporary names for archive members under DT
 modules' contents, not on their paths. The fingerprint is the shard with each module
 path replaced by the digest of that module's bytes; every other block is taken as its
 raw, 32-bit aligned words.
+
+A remote backend compile runs in another directory, where the shard's absolute store paths
+do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths.
 
 LLVM bitstream, as far as needed here: a stream of abbreviation ids of the current width;
 0 END_BLOCK, 1 ENTER_SUBBLOCK (block id vbr8, new width vbr4, align 32, length in words
@@ -18,6 +21,7 @@ also come from the BLOCKINFO block (id 0, SETBID record 1).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 BLOCKINFO = 0
 MODULE_BLOCK = 8
@@ -125,22 +129,40 @@ def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
         return "raw:" + digest_bytes(shard)
 
 
-def fingerprint(shard: bytes, digest_of: Callable[[str], str]) -> bytes:
-    """The shard's contents with module paths replaced by digest_of(path); BadBitcode if unreadable."""
+@dataclass(frozen=True)
+class _Block:
+    """Where a block lies, in bits from the start of the stream."""
+
+    bid: int
+    width: int  # abbreviation id width inside it
+    length_at: int  # its length word
+    start: int
+    end: int
+
+
+class _Visitor:
+    def enter(self, block: _Block) -> bool:
+        """Whether to read the block's records (else it is skipped whole)."""
+        return False
+
+    def leave(self, block: _Block) -> None:
+        pass
+
+    def record(self, block: _Block | None, values: list[int]) -> None:
+        pass
+
+
+def _stream(shard: bytes) -> bytes:
     if shard[:4] == b"\xde\xc0\x17\x0b":  # wrapper header: magic, version, offset, size
         offset = int.from_bytes(shard[8:12], "little")
         shard = shard[offset : offset + int.from_bytes(shard[12:16], "little")]
     if shard[:4] != b"BC\xc0\xde":
         raise BadBitcode("not bitcode")
-    out: list[bytes] = []
-    blockinfo: dict[int, list[Abbrev]] = {}
-    _walk(_Reader(shard, 32), 2, None, blockinfo, digest_of, out)
-    return b"".join(out)
+    return shard
 
 
-def _walk(r: _Reader, width: int, block: int | None, blockinfo: dict[int, list[Abbrev]],
-          digest_of: Callable[[str], str], out: list[bytes]) -> None:
-    abbrevs: list[Abbrev] = list(blockinfo.get(block, [])) if block is not None else []
+def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, list[Abbrev]], visitor: _Visitor) -> None:
+    abbrevs: list[Abbrev] = list(blockinfo.get(block.bid, [])) if block is not None else []
     current_bid: int | None = None
     while r.pos + width <= r.end:
         code = r.fixed(width)
@@ -150,21 +172,19 @@ def _walk(r: _Reader, width: int, block: int | None, blockinfo: dict[int, list[A
         if code == 1:  # ENTER_SUBBLOCK
             bid, new_width = r.vbr(8), r.vbr(4)
             r.align32()
+            length_at = r.pos
             words = r.fixed(32)
-            start, end = r.pos, r.pos + 32 * words
-            if end > r.end:
+            sub = _Block(bid, new_width, length_at, r.pos, r.pos + 32 * words)
+            if sub.end > r.end:
                 raise BadBitcode("block runs past the end")
-            if bid in (MODULE_BLOCK, MODULE_STRTAB, BLOCKINFO):
-                out.append(f"<{bid}>".encode())
-                _walk(_Reader(r.data, start, end), new_width, bid, blockinfo, digest_of, out)
-                out.append(f"</{bid}>".encode())
-            else:  # no paths inside: its words, as they are
-                out.append(f"<{bid}:{words}>".encode() + r.data[start // 8 : end // 8])
-            r.pos = end
+            if visitor.enter(sub):
+                _walk(_Reader(r.data, sub.start, sub.end), new_width, sub, blockinfo, visitor)
+                visitor.leave(sub)
+            r.pos = sub.end
             continue
         if code == 2:
             ops = _define_abbrev(r)
-            if block == BLOCKINFO:
+            if block is not None and block.bid == BLOCKINFO:
                 if current_bid is None:
                     raise BadBitcode("abbreviation before SETBID")
                 blockinfo.setdefault(current_bid, []).append(ops)
@@ -178,12 +198,145 @@ def _walk(r: _Reader, width: int, block: int | None, blockinfo: dict[int, list[A
             if code - 4 >= len(abbrevs):
                 raise BadBitcode(f"undefined abbreviation {code}")
             values = _record(r, abbrevs[code - 4])
-        if block == BLOCKINFO and values and values[0] == 1:  # SETBID
+        if block is not None and block.bid == BLOCKINFO and values and values[0] == 1:  # SETBID
             current_bid = values[1]
-        if block == MODULE_STRTAB and values[0] == MST_ENTRY and len(values) >= 2:
-            path = bytes(values[2:]).decode("utf-8", "surrogateescape")
-            out.append(f"entry {values[1]} {digest_of(path)};".encode())
-        else:
-            out.append(("rec " + " ".join(map(str, values)) + ";").encode())
+        visitor.record(block, values)
     if block is not None:
         raise BadBitcode("block without END_BLOCK")
+
+
+def _read_stream(stream: bytes, visitor: _Visitor) -> None:
+    _walk(_Reader(stream, 32), 2, None, {}, visitor)
+
+
+def _module_path(values: list[int]) -> str:
+    return bytes(values[2:]).decode("utf-8", "surrogateescape")
+
+
+def _is_entry(values: list[int]) -> bool:
+    """Is this MODULE_STRTAB record a module's path (not its hash)?"""
+    return values[0] == MST_ENTRY and len(values) >= 2
+
+
+# Blocks that may hold MODULE_STRTAB, or abbreviations for it.
+_PATH_BLOCKS = (MODULE_BLOCK, MODULE_STRTAB, BLOCKINFO)
+
+
+@dataclass
+class _Fingerprint(_Visitor):
+    digest_of: Callable[[str], str]
+    stream: bytes
+    out: list[bytes] = field(default_factory=list)
+
+    def enter(self, block: _Block) -> bool:
+        if block.bid in _PATH_BLOCKS:
+            self.out.append(f"<{block.bid}>".encode())
+            return True
+        words = (block.end - block.start) // 32  # no paths inside: its words, as they are
+        self.out.append(f"<{block.bid}:{words}>".encode() + self.stream[block.start // 8 : block.end // 8])
+        return False
+
+    def leave(self, block: _Block) -> None:
+        self.out.append(f"</{block.bid}>".encode())
+
+    def record(self, block: _Block | None, values: list[int]) -> None:
+        if block is not None and block.bid == MODULE_STRTAB and _is_entry(values):
+            self.out.append(f"entry {values[1]} {self.digest_of(_module_path(values))};".encode())
+        else:
+            self.out.append(("rec " + " ".join(map(str, values)) + ";").encode())
+
+
+def fingerprint(shard: bytes, digest_of: Callable[[str], str]) -> bytes:
+    """The shard's contents with module paths replaced by digest_of(path); BadBitcode if unreadable."""
+    stream = _stream(shard)
+    visitor = _Fingerprint(digest_of, stream)
+    _read_stream(stream, visitor)
+    return b"".join(visitor.out)
+
+
+@dataclass
+class _StrtabFinder(_Visitor):
+    """The MODULE_STRTAB block, its records, and the blocks around it."""
+
+    open: list[_Block] = field(default_factory=list)
+    found: tuple[list[_Block], _Block] | None = None
+    records: list[list[int]] = field(default_factory=list)
+
+    def enter(self, block: _Block) -> bool:
+        if block.bid not in _PATH_BLOCKS:
+            return False
+        self.open.append(block)
+        return True
+
+    def leave(self, block: _Block) -> None:
+        self.open.pop()
+        if block.bid == MODULE_STRTAB:
+            if self.found is not None:
+                raise BadBitcode("two MODULE_STRTAB blocks")
+            self.found = (list(self.open), block)
+
+    def record(self, block: _Block | None, values: list[int]) -> None:
+        if block is not None and block.bid == MODULE_STRTAB:
+            self.records.append(values)
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.value = 0
+        self.bits = 0
+
+    def fixed(self, value: int, n: int) -> None:
+        self.value |= value << self.bits
+        self.bits += n
+
+    def vbr(self, value: int, n: int) -> None:
+        hi = 1 << (n - 1)
+        while value >= hi:
+            self.fixed((value & (hi - 1)) | hi, n)
+            value >>= n - 1
+        self.fixed(value, n)
+
+    def data(self) -> bytes:
+        self.bits = (self.bits + 31) & ~31
+        return self.value.to_bytes(self.bits // 8, "little")
+
+
+def module_paths(shard: bytes) -> list[str]:
+    """The module paths a shard records, in its MODULE_STRTAB order."""
+    finder = _StrtabFinder()
+    _read_stream(_stream(shard), finder)
+    return [_module_path(v) for v in finder.records if _is_entry(v)]
+
+
+def relocate(shard: bytes, rename: Callable[[str], str]) -> bytes:
+    """The shard with each module path p recorded as rename(p); BadBitcode if unreadable.
+
+    Only MODULE_STRTAB changes: it is written again with unabbreviated records (which every
+    reader accepts) and the length words of it and of the blocks around it are adjusted.
+    Blocks are 32-bit aligned and a combined index holds no absolute offsets, so
+    everything else is kept byte for byte.
+    """
+    stream = _stream(shard)
+    finder = _StrtabFinder()
+    _read_stream(stream, finder)
+    if finder.found is None:
+        raise BadBitcode("no MODULE_STRTAB block")
+    parents, strtab = finder.found
+    w = _Writer()
+    for values in finder.records:
+        if _is_entry(values):
+            values = [*values[:2], *rename(_module_path(values)).encode("utf-8", "surrogateescape")]
+        w.fixed(3, strtab.width)  # UNABBREV_RECORD
+        w.vbr(values[0], 6)
+        w.vbr(len(values) - 1, 6)
+        for v in values[1:]:
+            w.vbr(v, 6)
+    w.fixed(0, strtab.width)  # END_BLOCK
+    body = w.data()
+    delta = len(body) // 4 - (strtab.end - strtab.start) // 32
+    out = bytearray(stream[: strtab.start // 8] + body + stream[strtab.end // 8 :])
+    for block in (*parents, strtab):
+        at = block.length_at // 8
+        words = int.from_bytes(out[at : at + 4], "little") + delta
+        out[at : at + 4] = words.to_bytes(4, "little")
+    return bytes(out)

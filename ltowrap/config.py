@@ -61,6 +61,22 @@ def _str(v: object) -> str:
     return str(v)
 
 
+def _remote_url(v: object) -> str:
+    s = str(v).strip()
+    if s and not s.startswith(("grpc://", "grpcs://")):
+        raise ValueError(f"expected grpc://host:port or grpcs://host:port, got {v!r}")
+    return s
+
+
+def _seconds(v: object) -> float:
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number of seconds, got {v!r}")
+    seconds = float(v)  # type: ignore[arg-type]
+    if seconds <= 0:
+        raise ValueError(f"expected a positive number of seconds, got {v!r}")
+    return seconds
+
+
 def _choice(*allowed: str):
     def parse(v: object) -> str:
         s = str(v).strip().lower()
@@ -84,6 +100,15 @@ SETTINGS: dict[str, tuple[object, object, str]] = {
     "keep": (False, _bool, "keep each link's temporary directory"),
     "debug": (False, _bool, "write what was hashed for each backend compile beside the cache entry"),
     "progress": ("auto", _choice("auto", "0", "1"), "progress line on a terminal"),
+    "remote": ("", _remote_url, "REAPI service for backend compiles: grpc://host:port or grpcs://host:port"),
+    "remote_mode": ("cache", _choice("cache", "execute"), "'cache': share results through its action cache; "
+                    "'execute': run backends on its workers"),
+    "remote_instance": ("", _str, "REAPI instance name"),
+    "remote_header": ("", _str, "header sent with every remote request, 'name: value' (e.g. an authorization token)"),
+    "remote_tls_ca": ("", _str, "PEM file of the CAs that sign a grpcs:// server (default: the system's)"),
+    "remote_jobs": (16, _int, "remote requests in flight at once"),
+    "remote_timeout": (30.0, _seconds, "seconds one remote request may take"),
+    "remote_exec_timeout": (600.0, _seconds, "seconds one remote execution may take, queueing included"),
 }
 
 

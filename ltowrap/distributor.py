@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import jobserver, log, stats
+from . import jobserver, log, remote, stats
 from .backend import Job
 from .cache import Cache
 from .cachekey import file_digests
@@ -106,8 +106,10 @@ def run(json_path: str) -> int:
     clang = common["args"][0]
     js, limit = jobserver.from_environment(settings.jobs, cache.tmp_dir())
     digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
-    executor = Executor(DtltoBackend(tuple(common["args"])), compiler_identity(clang, cache), cache, limit, digest_of,
-                        per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js)
+    identity = compiler_identity(clang, cache)
+    executor = Executor(DtltoBackend(tuple(common["args"])), identity, cache, limit, digest_of,
+                        per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js,
+                        remote=remote.connect(settings, cache.stats, identity, digest_of))
     rc = 0
     try:
         executor.run(jobs, {j.module.path: j.module.size for j in jobs})
@@ -117,6 +119,8 @@ def run(json_path: str) -> int:
     finally:
         if js is not None:
             js.close()
+        if executor.remote is not None:
+            executor.remote.close()
     counters.add("distributor_runs")
     cache.maybe_cleanup(counters)
     stats.flush(settings.cache_dir, counters)

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import backend, bitcode, fsutil, records
 from .backend import Job
@@ -24,6 +25,9 @@ from .errors import ToolFailed
 from .jobserver import Jobserver
 from .progress import Progress
 from .proc import tool_env
+
+if TYPE_CHECKING:
+    from .remote.session import Session
 
 PLACEHOLDERS = ("<module>", "<shard>", "<output>")
 
@@ -42,9 +46,24 @@ class BackendCommand:
 @dataclass
 class Outcome:
     job: Job
-    cached: bool
+    source: str  # COMPILED, CACHED, REMOTE_CACHED or REMOTE_EXECUTED
     start: float
     end: float
+    action: str = ""  # the remote action digest, when a remote service was asked
+
+    @property
+    def cached(self) -> bool:
+        return self.source != COMPILED
+
+
+COMPILED, CACHED, REMOTE_CACHED, REMOTE_EXECUTED = "compiled", "cache", "remote cache", "remote"
+
+
+@dataclass
+class _Pending:
+    job: Job
+    key: str
+    recorded: list[str] | None
 
 
 @dataclass
@@ -68,6 +87,7 @@ class Executor:
     debug: bool = False
     jobserver: Jobserver | None = None
     progress: Progress | None = None
+    remote: Session | None = None
     outcomes: list[Outcome] = field(default_factory=list)
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
@@ -95,15 +115,32 @@ class Executor:
 
     def log_fields(self) -> dict:
         """What LTOWRAP_LOG records of the backends: counts, and each one's start and end."""
-        return {
-            "backend_compiles": sum(not o.cached for o in self.outcomes),
-            "backend_hits": sum(o.cached for o in self.outcomes),
-            "backends": [{"module": o.job.module.origin, "cached": o.cached, "start": round(o.start, 4),
-                          "end": round(o.end, 4)} for o in self.outcomes],
+        fields: dict = {
+            "backend_compiles": sum(o.source == COMPILED for o in self.outcomes),
+            "backend_hits": sum(o.source == CACHED for o in self.outcomes),
+            "backends": [{"module": o.job.module.origin, "cached": o.cached, "source": o.source,
+                          "start": round(o.start, 4), "end": round(o.end, 4), **({"action": o.action} if o.action else {})}
+                         for o in self.outcomes],
         }
+        if self.remote is not None:
+            fields["remote_hits"] = sum(o.source == REMOTE_CACHED for o in self.outcomes)
+            fields["remote_executed"] = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
+            if self.remote.down:
+                fields["remote_down"] = self.remote.down
+        return fields
+
+    def _done(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        if self.progress:
+            self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+
+    def _action(self, job: Job) -> str:
+        a = self.remote.actions.get(job.output) if self.remote is not None else None
+        return a.name if a is not None else ""
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
-        pending: list[tuple[Job, str, list[str]]] = []
+        """Local cache, then the remote service if there is one, then local compiles."""
+        pending: list[_Pending] = []
         for job in jobs:
             recorded = records.load(self.cache.root, job.module.record_key) if self.per_module_options else None
             key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
@@ -112,19 +149,38 @@ class Executor:
             t = time.time()
             entry = self.cache.get(OBJECTS, key)
             if entry is not None and entry.payload:
-                os.makedirs(os.path.dirname(job.output) or ".", exist_ok=True)
-                with open(job.output, "wb") as f:
-                    f.write(entry.payload)
+                _write(job.output, entry.payload)
                 self.cache.stats.add("backend_hits")
                 self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
-                self.outcomes.append(Outcome(job, True, t, time.time()))
-                if self.progress:
-                    self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+                self._done(Outcome(job, CACHED, t, time.time()))
             else:
-                pending.append((job, key, self.backend.argv(job.module.path, job.shard_path, job.output, recorded)))
-        weight = {j.module.path: j.module.size + sum(sizes.get(i, 0) for i in j.imports) for j, _, _ in pending}
-        pending.sort(key=lambda p: weight[p[0].module.path], reverse=True)
-        self._compile(pending)
+                pending.append(_Pending(job, key, recorded))
+        if self.remote is not None and pending and not self.backend.read_files():
+            # A compile that reads other files (a sample profile) stays local: its input
+            # root would need them under the same path.
+            pending = self._serve_remotely(pending)
+        weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
+        pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
+        self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
+                       for p in pending])
+
+    def _serve_remotely(self, pending: list[_Pending]) -> list[_Pending]:
+        """Ask the remote service for these jobs; what it cannot serve is left to compile here."""
+        from .remote.session import Work
+
+        assert self.remote is not None
+        t = time.time()
+        work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
+        left: list[_Pending] = []
+        for p, reply in zip(pending, self.remote.serve(work)):
+            if reply.served is None:
+                left.append(p)
+                continue
+            _write(p.job.output, reply.served.obj)
+            self.cache.put(OBJECTS, p.key, {"seconds": 0, "remote": reply.action}, reply.served.obj)  # local backfill
+            source = REMOTE_EXECUTED if reply.served.executed else REMOTE_CACHED
+            self._done(Outcome(p.job, source, t, time.time(), reply.action))
+        return left
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
         text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"
@@ -171,9 +227,7 @@ class Executor:
                     if failure:
                         failures.append(failure)
                     else:
-                        self.outcomes.append(Outcome(child.job, False, child.start, end))
-                    if self.progress:
-                        self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+                        self._done(Outcome(child.job, COMPILED, child.start, end, self._action(child.job)))
         finally:
             for child in running.values():
                 try:
@@ -217,4 +271,12 @@ class Executor:
             sys.stderr.write(out)
         self.cache.stats.add("backend_misses")
         self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
+        if self.remote is not None:
+            self.remote.publish(job, obj)
         return None
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)

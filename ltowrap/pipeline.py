@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from . import cmdline, finallink, jobserver, log, plan, progress, stats, thinlink, toolchain
+from . import cmdline, finallink, jobserver, log, plan, progress, remote, stats, thinlink, toolchain
 from .cache import MODULES, TOOLCHAINS, Cache
 from .cachekey import digest_bytes, file_digests
 from .config import ConfigError
@@ -212,7 +212,7 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
     bar = progress.for_link(command.output, len(result.jobs), settings.progress)
     executor = Executor(LinkBackend(clang, command), identity, cache, jobs, digest_of,
                         per_module_options=settings.backend_opts == "module", debug=settings.debug,
-                        jobserver=js, progress=bar)
+                        jobserver=js, progress=bar, remote=remote.connect(settings, cache.stats, identity, digest_of))
     try:
         executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
     finally:
@@ -220,6 +220,8 @@ def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cac
             js.close()
         if bar is not None:
             bar.finish()
+        if executor.remote is not None:
+            executor.remote.close()
     t2 = time.time()
     final = finallink.argv(link_plan, result, real)
     rc, out, err = finallink.run(final, result, workdir)

@@ -23,6 +23,14 @@ class Settings:
     keep: bool
     debug: bool
     progress: str
+    remote: str
+    remote_mode: str
+    remote_instance: str
+    remote_header: str
+    remote_tls_ca: str
+    remote_jobs: int
+    remote_timeout: float
+    remote_exec_timeout: float
     origins: dict[str, str] = field(default_factory=dict, compare=False)
 
 

@@ -1,0 +1,217 @@
+"""One link's use of the remote service: serve backend jobs from it, publish local results to it.
+
+remote_mode = cache: look each job's action up in the action cache; a job it lacks is
+compiled locally and its result published (UpdateActionResult), for every other machine.
+remote_mode = execute: upload the inputs the CAS lacks (each shared module once), then
+Execute every job on the service's workers, which consult the action cache first.
+
+Never worse than local: a job the service cannot serve (unreachable, too slow, a failed
+action, an output that is missing, empty or not an object) is compiled locally and
+counted in remote_errors. The first sign that the service is down stops all further
+requests for this link, so a dead server costs one failed request, not one per job.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .. import backend, bitcode
+from ..backend import Job
+from ..stats import Stats
+from . import action, protos
+from .client import Client, Endpoint, Key, RemoteError, digest, key_of
+
+ELF = b"\x7fELF"
+
+
+@dataclass(frozen=True)
+class Work:
+    job: Job
+    argv_for: Callable[[str, str, str], list[str]]  # (module, shard, output) -> backend argv
+
+
+@dataclass(frozen=True)
+class Served:
+    obj: bytes
+    executed: bool  # ran on a worker; else it came from the remote action cache
+
+
+@dataclass
+class Reply:
+    action: str = ""  # the action digest, for the log
+    served: Served | None = None
+    error: str = ""
+
+
+def _object(data: bytes, stderr: str) -> str:
+    """Why a remote output cannot be used as a backend object ('' if it can)."""
+    if not data:
+        return "empty object"
+    if not data.startswith(ELF):
+        return "not an object file"
+    if backend.BACKEND_FAILURE in stderr:
+        return "the compile reported a backend error"
+    return ""
+
+
+@dataclass
+class Session:
+    client: Client
+    mode: str  # "cache" | "execute"
+    platform: dict[str, str]
+    stats: Stats
+    digest_of: Callable[[str], str]
+    read: Callable[[str], bytes]
+    jobs: int
+    exec_timeout: int
+    down: str = ""  # why the service is not asked again during this link
+    actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
+    _pool: ThreadPoolExecutor | None = None
+    _publishing: list[Future] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._files = action.Files(self.read, {})
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-remote")
+        return self._pool
+
+    def _give_up(self, error: RemoteError) -> None:
+        if error.unreachable and not self.down:
+            self.down = str(error)
+            print(f"ltowrap: remote {self.client.endpoint.url}: {error}; compiling locally", file=sys.stderr)
+
+    def serve(self, work: list[Work]) -> list[Reply]:
+        """One reply per job, in order: served, or left for a local compile (error says why)."""
+        replies = [Reply() for _ in work]
+        if not work:
+            return replies
+        try:
+            self.client.capabilities()
+        except RemoteError as e:
+            self._give_up(RemoteError(str(e), unreachable=True))
+        ready: list[tuple[int, action.BackendAction]] = []
+        for i, w in enumerate(work):
+            if self.down:
+                replies[i].error = self.down
+                continue
+            try:
+                a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform, self.exec_timeout)
+            except (bitcode.BadBitcode, OSError) as e:
+                replies[i].error = f"cannot build the action: {e}"
+                continue
+            self.actions[w.job.output] = a
+            replies[i].action = a.name
+            ready.append((i, a))
+        if ready and self.mode == "execute" and not self.down:
+            try:
+                self._upload_inputs([a for _, a in ready])
+            except RemoteError as e:
+                self._give_up(e)
+                for i, _ in ready:
+                    replies[i].error = str(e)
+                ready = []
+        run = self._execute if self.mode == "execute" else self._lookup
+        futures = [(i, self._executor().submit(run, a)) for i, a in ready]
+        for i, f in futures:
+            replies[i].served, replies[i].error = f.result()
+        for r in replies:
+            if r.served is None and r.error:
+                self.stats.add("remote_errors")
+            elif r.served is None:
+                self.stats.add("remote_misses")
+            elif r.served.executed:
+                self.stats.add("remote_executed")
+            else:
+                self.stats.add("remote_hits")
+        return replies
+
+    def _upload_inputs(self, actions: list[action.BackendAction]) -> None:
+        blobs: dict[Key, bytes] = {}
+        for a in actions:
+            blobs.update(a.blobs)
+        missing = self.client.find_missing(blobs)
+        self.client.upload({k: blobs[k] for k in missing})
+
+    def _lookup(self, a: action.BackendAction) -> tuple[Served | None, str]:
+        if self.down:
+            return None, self.down
+        try:
+            result = self.client.get_action_result(a.key)
+            if result is None:
+                return None, ""
+            return self._output(result, executed=False)
+        except RemoteError as e:
+            self._give_up(e)
+            return None, str(e)
+
+    def _execute(self, a: action.BackendAction) -> tuple[Served | None, str]:
+        if self.down:
+            return None, self.down
+        try:
+            response = self.client.execute(a.key)
+            return self._output(response.result, executed=not response.cached_result)
+        except RemoteError as e:
+            self._give_up(e)
+            return None, str(e)
+
+    def _output(self, result, executed: bool) -> tuple[Served | None, str]:
+        if result.exit_code != 0:
+            return None, f"the remote compile exited {result.exit_code}"
+        files = [f for f in result.output_files if f.path == action.OUTPUT]
+        if not files:
+            return None, "the remote result has no object"
+        data = self.client.read((files[0].digest.hash, files[0].digest.size_bytes))
+        stderr = result.stderr_raw.decode("utf-8", "replace")
+        if not stderr and result.stderr_digest.size_bytes:
+            stderr = self.client.read((result.stderr_digest.hash, result.stderr_digest.size_bytes)).decode(
+                "utf-8", "replace")
+        why = _object(data, stderr)
+        if why:
+            return None, f"rejected the remote result: {why}"
+        if executed and stderr:  # the compiler's own warnings, as a local compile prints them
+            sys.stderr.write(stderr)
+        return Served(data, executed), ""
+
+    def publish(self, job: Job, obj: bytes) -> None:
+        """Share a locally compiled object through the action cache (in the background)."""
+        a = self.actions.get(job.output)
+        if a is None or self.down:
+            return
+        self._publishing.append(self._executor().submit(self._publish, a, obj))
+
+    def _publish(self, a: action.BackendAction, obj: bytes) -> bool:
+        if self.down:
+            return False
+        try:
+            out = key_of(obj)
+            self.client.upload({out: obj, **{k: a.blobs[k] for k in a.small}})
+            result = protos.ActionResult(exit_code=0)
+            result.output_files.add(path=action.OUTPUT, digest=digest(out))
+            self.client.update_action_result(a.key, result)
+            return True
+        except RemoteError as e:
+            self._give_up(e)
+            return False
+
+    def close(self) -> None:
+        """Wait for the results being published, then let go of the connection."""
+        for f in self._publishing:  # counted here: Stats belongs to this thread
+            self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
+        if self._pool is not None:
+            self._pool.shutdown()
+        self.client.close()
+
+
+def open_session(settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str],
+                 read: Callable[[str], bytes]) -> Session:
+    """A session from the remote_* settings (RemoteError if they do not make sense)."""
+    endpoint = Endpoint(settings.remote, settings.remote_instance, settings.remote_header, settings.remote_tls_ca,
+                        float(settings.remote_timeout), float(settings.remote_exec_timeout))
+    platform = {"OSFamily": sys.platform, "ltowrap-toolchain": compiler_version}
+    return Session(Client(endpoint), settings.remote_mode, platform, stats, digest_of, read, settings.remote_jobs,
+                   int(settings.remote_exec_timeout))
