@@ -1,0 +1,446 @@
+"""Real REAPI servers on loopback for tests: BuildGrid 0.9.1, its PostgreSQL, test workers.
+
+Runs on the project's Python (3.11); everything REAPI runs as subprocesses in a
+separate venv, .venv-buildgrid, made from Python 3.13 (BuildGrid 0.9.1 needs >= 3.13).
+
+    python, reason = ensure_buildgrid_venv()   # python is None -> pytest.skip(reason)
+    with cache_server(tmp_path) as url: ...                    # "grpc://127.0.0.1:PORT"
+    with exec_server(tmp_path, workers=2) as srv:
+        srv.url, srv.workers, srv.kill_worker(0), srv.start_worker()
+
+Every process is started here and stopped by its PID (and its own process group,
+which each gets at start): SIGTERM, then SIGKILL after a timeout. Nothing binds
+anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+BGD_VENV = REPO / ".venv-buildgrid"
+BUILDGRID_VERSION = "0.9.1"
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+WORKER_SCRIPT = TESTS / "reapi_worker.py"
+PROBE_SCRIPT = TESTS / "reapi_probe.py"
+
+# Scheduler tuning for tests. BuildGrid only long-polls a bot when 80 % of
+# min(client deadline, keepalive) is at least its NETWORK_TIMEOUT of 3 s, so the
+# keepalive cannot go below 3.75 s; 4 s means a SIGKILLed bot's job is re-queued
+# about 4-4.5 s after its last heartbeat (the worker beats every 1 s).
+BOT_KEEPALIVE_S = 4
+SESSION_REAPER_INTERVAL_S = 0.25
+ASSIGNER_INTERVAL_S = 0.05
+STARTUP_TIMEOUT_S = 60.0
+
+
+def find_python313() -> Path | None:
+    """A Python 3.13 interpreter: pyenv's first, then python3.13 on PATH."""
+    for candidate in sorted(glob.glob("/root/.pyenv/versions/3.13*/bin/python"), reverse=True):
+        if os.access(candidate, os.X_OK):
+            return Path(candidate)
+    found = shutil.which("python3.13")
+    if found is None:
+        return None
+    # A pyenv shim on PATH may exist without a 3.13 behind it: ask it.
+    probe = subprocess.run([found, "-c", "import sys; print(sys.executable)"],
+                           capture_output=True, text=True, check=False)
+    return Path(probe.stdout.strip()) if probe.returncode == 0 and probe.stdout.strip() else None
+
+
+def _venv_complete() -> bool:
+    # pip installs dependencies before the package that needs them, so buildgrid's
+    # dist-info appearing means the install finished.
+    return bool(glob.glob(str(BGD_VENV / f"lib/python3*/site-packages/buildgrid-{BUILDGRID_VERSION}.dist-info")))
+
+
+def ensure_buildgrid_venv() -> tuple[Path | None, str]:
+    """(the venv's python, "") when usable, creating it if needed; else (None, why not).
+
+    Creating it takes ~10 s (pip install buildgrid==0.9.1); dev/setup does it up front.
+    A lock keeps concurrent test sessions from building it twice.
+    """
+    python = BGD_VENV / "bin" / "python"
+    if _venv_complete() and python.exists():
+        return python, ""
+    base = find_python313()
+    if base is None:
+        return None, "no Python 3.13 (BuildGrid 0.9.1 needs >= 3.13): looked in /root/.pyenv and PATH"
+    lock_path = Path(tempfile.gettempdir()) / "ltowrap-venv-buildgrid.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (_venv_complete() and python.exists()):
+            shutil.rmtree(BGD_VENV, ignore_errors=True)
+            subprocess.run([str(base), "-m", "venv", str(BGD_VENV)], check=True)
+            pip = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 f"buildgrid=={BUILDGRID_VERSION}"],
+                capture_output=True, text=True, check=False,
+            )
+            if pip.returncode != 0 or not _venv_complete():
+                return None, f"pip install buildgrid=={BUILDGRID_VERSION} failed:\n{pip.stderr[-2000:]}"
+    return python, ""
+
+
+def buildgrid_python() -> Path:
+    python, reason = ensure_buildgrid_venv()
+    if python is None:
+        raise RuntimeError(reason)
+    return python
+
+
+def free_port() -> int:
+    """A free loopback TCP port (bind to :0 and release; tiny race, fine for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 5.0) -> None:
+    """Signal proc by PID, SIGKILL it after timeout, then sweep its process group.
+
+    Every process here is started with start_new_session=True, so its PID is also the
+    ID of a group holding only it and what it spawned: killing that group leaves no
+    stray child even when the leader has already gone.
+    """
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _log_tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait_for(predicate, what: str, proc: subprocess.Popen[bytes] | None, log: Path | None,  # type: ignore[no-untyped-def]
+              timeout: float = STARTUP_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready:\n"
+                               f"{_log_tail(log) if log else ''}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not ready after {timeout} s:\n{_log_tail(log) if log else ''}")
+        time.sleep(0.02)
+
+
+def _q(s: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(s)
+
+
+def _storage_yaml() -> str:
+    return """\
+storages:
+  - !lru-storage &cas
+    size: 512MB
+caches:
+  - !lru-action-cache &ac
+    storage: *cas
+    max-cached-refs: 100000
+    allow-updates: true
+    cache-failed-actions: true
+"""
+
+
+def _server_yaml(port: int) -> str:
+    # so_reuseport off: gRPC turns it on by default, which would let two servers
+    # silently share a port picked by free_port().
+    return f"""\
+server:
+  - !channel
+    address: {_q(f"127.0.0.1:{port}")}
+    insecure-mode: true
+grpc-server-options:
+  grpc.so_reuseport: 0
+authorization:
+  method: none
+thread-pool-size: 32
+"""
+
+
+def cache_config(port: int, instance: str = "") -> str:
+    """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
+    return _server_yaml(port) + _storage_yaml() + f"""\
+instances:
+  - name: {_q(instance)}
+    services:
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas
+      - !action-cache
+        cache: *ac
+"""
+
+
+def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True) -> str:
+    """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
+
+    Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
+    ltowrap-toolchain, a match key when match_toolchain (a job runs only on a bot that
+    advertises the same value) else a wildcard key (accepted, ignored for matching).
+    Any other key makes Execute fail with FAILED_PRECONDITION.
+    """
+    keys = "match-property-keys" if match_toolchain else "wildcard-property-keys"
+    return _server_yaml(port) + f"""\
+connections:
+  - !sql-connection &sql
+    connection-string: {_q(db_url)}
+    pool-size: 10
+    max-overflow: 20
+""" + _storage_yaml() + f"""\
+schedulers:
+  - !sql-scheduler &sched
+    sql: *sql
+    storage: *cas
+    action-cache: *ac
+    property-set: !dynamic-property-set
+      {keys}: [ltowrap-toolchain]
+    bot-session-keepalive-timeout: {BOT_KEEPALIVE_S}
+    session-expiry-timer-interval: {SESSION_REAPER_INTERVAL_S}
+    poll-interval: 0.05
+    bot-poll-interval: 0.05
+    max-job-attempts: 5
+    assigners:
+      - !priority-age-assigner
+        count: 1
+        interval: {ASSIGNER_INTERVAL_S}
+        jitter-factor: 0
+        failure-backoff: 0.1
+        busy-sleep-factor: 0.1
+instances:
+  - name: {_q(instance)}
+    services:
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas
+      - !action-cache
+        cache: *ac
+      - !execution
+        scheduler: *sched
+        operation-stream-keepalive-timeout: 5
+"""
+
+
+@contextmanager
+def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, name: str) -> Iterator[int]:
+    """Start `bgd server start` with make_config(a free port); yield the port once it serves."""
+    port = free_port()
+    config = workdir / f"{name}.yml"
+    config.write_text(make_config(port))
+    pid_file = workdir / f"{name}.pid"
+    log = workdir / f"{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(python.parent / "bgd"), "server", "start", "--pid-file", str(pid_file), str(config)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=workdir,
+        )
+    try:
+        # bgd writes the pid file from its on-server-start callback: the gRPC server is up.
+        _wait_for(pid_file.exists, f"BuildGrid ({name})", proc, log)
+        yield port
+    finally:
+        stop_process(proc, timeout=5.0)
+
+
+@contextmanager
+def cache_server(tmp_path: Path, instance: str = "") -> Iterator[str]:
+    """A cache-only REAPI server (CAS, ByteStream, ActionCache, Capabilities); yields its URL."""
+    python = buildgrid_python()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    with _bgd_server(python, lambda port: cache_config(port, instance), tmp_path, "bgd-cache") as port:
+        yield f"grpc://127.0.0.1:{port}"
+
+
+@dataclass
+class Postgres:
+    """A throwaway PostgreSQL 15 cluster: 127.0.0.1 only, socket dir private, no durability."""
+
+    root: Path  # under the system temp dir: pytest's tmp_path is 0700 root, unreadable to postgres
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://bgd@127.0.0.1:{self.port}/postgres"
+
+    def _as_owner(self) -> dict[str, object]:
+        # postgres refuses to run as root; tests run as root here.
+        if os.geteuid() != 0:
+            return {}
+        pw = pwd.getpwnam("postgres")
+        return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+    def start(self) -> None:
+        owner = self._as_owner()
+        if owner:
+            os.chown(self.root, owner["user"], owner["group"])  # type: ignore[arg-type]
+        data, sock, log = self.root / "data", self.root / "sock", self.root / "postgres.log"
+        subprocess.run(
+            [str(PG_BIN / "initdb"), "-D", str(data), "-U", "bgd", "--auth=trust", "-E", "UTF8",
+             "--no-sync", "--no-instructions"],
+            check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=self.root, **owner,  # type: ignore[arg-type]
+        )
+        subprocess.run(["mkdir", "-m", "700", str(sock)], check=True, cwd=self.root, **owner)  # type: ignore[arg-type]
+        self.port = free_port()
+        with open(log, "wb") as out:
+            if owner:
+                os.chown(log, owner["user"], owner["group"])  # type: ignore[arg-type]
+            self.proc = subprocess.Popen(
+                [str(PG_BIN / "postgres"), "-D", str(data),
+                 "-c", "listen_addresses=127.0.0.1", "-c", f"port={self.port}",
+                 "-c", f"unix_socket_directories={sock}",
+                 # Throwaway data: durability only costs time.
+                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=self.root, **owner,  # type: ignore[arg-type]
+            )
+
+        def ready() -> bool:
+            return subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)],
+                                  check=False).returncode == 0
+
+        _wait_for(ready, "PostgreSQL", self.proc, log)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            # SIGQUIT = immediate shutdown: the postmaster takes its backends down at once.
+            stop_process(self.proc, sig=signal.SIGQUIT, timeout=5.0)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass
+class ExecServer:
+    """A running execution server; workers are Popen objects of tests/reapi_worker.py."""
+
+    url: str
+    instance: str
+    python: Path
+    workdir: Path
+    worker_properties: list[tuple[str, str]]
+    postgres: Postgres
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
+
+    def start_worker(self, wait: bool = True) -> subprocess.Popen[bytes]:
+        """Start one more worker; with wait, return once its bot session exists."""
+        i = len(self.workers)
+        ready = self.workdir / f"worker{i}.ready"
+        log = self.workdir / f"worker{i}.log"
+        argv = [str(self.python), str(WORKER_SCRIPT), "--url", self.url, "--instance", self.instance,
+                "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready)]
+        for k, v in self.worker_properties:
+            argv += ["--property", f"{k}={v}"]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd=self.workdir)
+        self.workers.append(proc)
+        if wait:
+            _wait_for(ready.exists, f"worker {i}", proc, log)
+        return proc
+
+    def wait_workers(self) -> None:
+        for i, proc in enumerate(self.workers):
+            _wait_for((self.workdir / f"worker{i}.ready").exists, f"worker {i}", proc,
+                      self.workdir / f"worker{i}.log")
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker i (its running action dies with it): the server must re-queue its job."""
+        proc = self.workers[i]
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def worker_log(self, i: int) -> str:
+        return (self.workdir / f"worker{i}.log").read_text(errors="replace")
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            stop_process(proc, timeout=3.0)
+
+
+@contextmanager
+def exec_server(
+    tmp_path: Path,
+    workers: int = 2,
+    instance: str = "",
+    toolchains: list[str] | None = None,
+) -> Iterator[ExecServer]:
+    """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
+
+    toolchains: values of ltowrap-toolchain the workers advertise; the key is then a
+    match key, so an action runs only where its value is advertised. None makes the key
+    a wildcard: any value is accepted and ignored for matching. Workers always
+    advertise OSFamily=linux.
+    """
+    python = buildgrid_python()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        pg = Postgres(Path(tempfile.mkdtemp(prefix="ltowrap-pg-")))
+        stack.callback(pg.stop)
+        pg.start()
+        migrate_log = tmp_path / "bgd-migrate.log"
+        with open(migrate_log, "wb") as out:
+            migrate = subprocess.run([str(python.parent / "bgd"), "migrate", "apply", pg.url],
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False)
+        if migrate.returncode != 0:
+            raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
+
+        def make_config(port: int) -> str:
+            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None)
+
+        port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
+        props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]
+        server = ExecServer(url=f"grpc://127.0.0.1:{port}", instance=instance, python=python,
+                            workdir=tmp_path, worker_properties=props, postgres=pg)
+        # Workers stop before the server and the server before PostgreSQL (ExitStack is LIFO).
+        stack.callback(server.stop_workers)
+        for _ in range(workers):
+            server.start_worker(wait=False)  # start in parallel: Python + grpc import is the slow part
+        server.wait_workers()
+        yield server
+
+
+def run_probe(python: Path, *args: str, timeout: float = 120.0) -> dict[str, object]:
+    """Run tests/reapi_probe.py in the BuildGrid venv and return the JSON it prints."""
+    out = subprocess.run([str(python), str(PROBE_SCRIPT), *args], capture_output=True, text=True,
+                         timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise RuntimeError(f"reapi_probe {args[0]} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])

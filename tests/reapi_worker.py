@@ -1,0 +1,529 @@
+"""A test-only REAPI worker speaking the Bots API (remoteworkers v1test2) to BuildGrid.
+
+Real deployments run buildbox-worker + buildbox-run; neither is packaged here, so the
+tests use this small stand-in. It runs in the BuildGrid venv (Python 3.13, grpcio and
+BuildGrid's generated protos), never in the project venv.
+
+Loop: CreateBotSession, then UpdateBotSession as a long poll. When a lease arrives,
+a thread fetches the Action, Command and input root from CAS, materialises them in a
+fresh temp dir, runs argv (no shell) with exactly the Command's environment, uploads
+the outputs and stdout/stderr, and the main thread reports the lease COMPLETED with
+an ActionResult. While the action runs, the main thread sends a heartbeat every
+--heartbeat seconds: BuildGrid reaps a session whose bot stays silent for longer than
+the scheduler's bot-session-keepalive-timeout and re-queues its job, which is what
+lets a SIGKILLed worker's job finish on another worker.
+
+Usage (see tests/reapi_server.py, which starts these):
+    python reapi_worker.py --url grpc://127.0.0.1:PORT [--instance NAME]
+        [--property OSFamily=linux] [--property ltowrap-toolchain=VALUE ...]
+        [--ready-file PATH] [--inline-stdio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from google.protobuf import timestamp_pb2
+from buildgrid._protos.google.rpc import code_pb2, status_pb2
+
+from buildgrid._protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb2
+from buildgrid._protos.build.bazel.remote.execution.v2 import remote_execution_pb2_grpc as re_grpc
+from buildgrid._protos.google.bytestream import bytestream_pb2, bytestream_pb2_grpc
+from buildgrid._protos.google.devtools.remoteworkers.v1test2 import bots_pb2, bots_pb2_grpc, worker_pb2
+
+# BuildGrid only long-polls when the client's deadline leaves at least its
+# NETWORK_TIMEOUT (3 s) after taking 80 %: a deadline of 5 s gives a 4 s wait.
+LONG_POLL_TIMEOUT = 5.0
+# A CreateBotSession with a deadline under 3.75 s returns at once instead of long-polling,
+# so the harness learns quickly that the bot is registered.
+CREATE_TIMEOUT = 3.0
+# Heartbeats while a job runs return at once (the bot is at capacity), so keep them short.
+HEARTBEAT_RPC_TIMEOUT = 3.0
+# Blobs above this go through ByteStream; BuildGrid caps batches at 4 MiB minus headroom.
+MAX_BATCH_BYTES = 3 * 1024 * 1024
+CHUNK = 1024 * 1024
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_worker() -> None:
+    """In the action's child: get SIGKILLed if the worker dies, so a SIGKILLed worker
+    leaves no stray action behind (the server re-runs the job elsewhere anyway)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def log(msg: str) -> None:
+    print(f"[reapi_worker {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+def now_ts() -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.GetCurrentTime()
+    return ts
+
+
+def digest_of(data: bytes) -> re_pb2.Digest:
+    return re_pb2.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
+
+
+def dkey(d: re_pb2.Digest) -> tuple[str, int]:
+    return (d.hash, d.size_bytes)
+
+
+class MissingBlob(Exception):
+    pass
+
+
+@dataclass
+class Cas:
+    """CAS reads and writes via BatchReadBlobs/BatchUpdateBlobs, ByteStream for big blobs."""
+
+    channel: grpc.Channel
+    instance: str
+
+    def __post_init__(self) -> None:
+        self.cas = re_grpc.ContentAddressableStorageStub(self.channel)
+        self.bs = bytestream_pb2_grpc.ByteStreamStub(self.channel)
+
+    def _resource(self, d: re_pb2.Digest) -> str:
+        prefix = f"{self.instance}/" if self.instance else ""
+        return f"{prefix}blobs/{d.hash}/{d.size_bytes}"
+
+    def read_many(self, digests: list[re_pb2.Digest]) -> dict[tuple[str, int], bytes]:
+        out: dict[tuple[str, int], bytes] = {}
+        unique = {dkey(d): d for d in digests}
+        small = [d for d in unique.values() if d.size_bytes <= MAX_BATCH_BYTES]
+        for d in unique.values():
+            if d.size_bytes > MAX_BATCH_BYTES:
+                out[dkey(d)] = self._bytestream_read(d)
+        batch: list[re_pb2.Digest] = []
+        size = 0
+        for d in small + [None]:  # type: ignore[list-item]
+            if d is None or (batch and size + d.size_bytes > MAX_BATCH_BYTES):
+                if batch:
+                    resp = self.cas.BatchReadBlobs(
+                        re_pb2.BatchReadBlobsRequest(instance_name=self.instance, digests=batch)
+                    )
+                    for r in resp.responses:
+                        if r.status.code != code_pb2.OK:
+                            raise MissingBlob(f"{r.digest.hash}/{r.digest.size_bytes}: {r.status.message}")
+                        out[dkey(r.digest)] = r.data
+                batch, size = [], 0
+            if d is not None:
+                batch.append(d)
+                size += d.size_bytes
+        return out
+
+    def read(self, d: re_pb2.Digest) -> bytes:
+        if d.size_bytes == 0:
+            return b""
+        return self.read_many([d])[dkey(d)]
+
+    def _bytestream_read(self, d: re_pb2.Digest) -> bytes:
+        try:
+            return b"".join(
+                r.data for r in self.bs.Read(bytestream_pb2.ReadRequest(resource_name=self._resource(d)))
+            )
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                raise MissingBlob(f"{d.hash}/{d.size_bytes}") from e
+            raise
+
+    def upload(self, blobs: dict[tuple[str, int], bytes]) -> None:
+        if not blobs:
+            return
+        digests = [re_pb2.Digest(hash=h, size_bytes=s) for h, s in blobs]
+        missing = self.cas.FindMissingBlobs(
+            re_pb2.FindMissingBlobsRequest(instance_name=self.instance, blob_digests=digests)
+        ).missing_blob_digests
+        batch: list[re_pb2.BatchUpdateBlobsRequest.Request] = []
+        size = 0
+
+        def flush() -> None:
+            if batch:
+                resp = self.cas.BatchUpdateBlobs(
+                    re_pb2.BatchUpdateBlobsRequest(instance_name=self.instance, requests=batch)
+                )
+                for r in resp.responses:
+                    if r.status.code != code_pb2.OK:
+                        raise RuntimeError(f"upload of {r.digest.hash} failed: {r.status.message}")
+
+        for d in missing:
+            data = blobs[dkey(d)]
+            if d.size_bytes > MAX_BATCH_BYTES:
+                self._bytestream_write(d, data)
+                continue
+            if batch and size + d.size_bytes > MAX_BATCH_BYTES:
+                flush()
+                batch, size = [], 0
+            batch.append(re_pb2.BatchUpdateBlobsRequest.Request(digest=d, data=data))
+            size += d.size_bytes
+        flush()
+
+    def _bytestream_write(self, d: re_pb2.Digest, data: bytes) -> None:
+        prefix = f"{self.instance}/" if self.instance else ""
+        name = f"{prefix}uploads/{uuid.uuid4()}/blobs/{d.hash}/{d.size_bytes}"
+
+        def requests():  # type: ignore[no-untyped-def]
+            for off in range(0, max(len(data), 1), CHUNK):
+                chunk = data[off : off + CHUNK]
+                yield bytestream_pb2.WriteRequest(
+                    resource_name=name if off == 0 else "",
+                    write_offset=off,
+                    data=chunk,
+                    finish_write=off + len(chunk) >= len(data),
+                )
+
+        self.bs.Write(requests())
+
+
+def materialise(cas: Cas, root_digest: re_pb2.Digest, root: Path) -> None:
+    """Write the input tree under root, fetching directories level by level in batches."""
+    level: list[tuple[Path, re_pb2.Digest]] = [(root, root_digest)]
+    files: list[tuple[Path, re_pb2.FileNode]] = []
+    while level:
+        blobs = cas.read_many([d for _, d in level])
+        next_level: list[tuple[Path, re_pb2.Digest]] = []
+        for path, d in level:
+            directory = re_pb2.Directory.FromString(blobs[dkey(d)] if d.size_bytes else b"")
+            path.mkdir(parents=True, exist_ok=True)
+            for f in directory.files:
+                files.append((path / f.name, f))
+            for s in directory.symlinks:
+                os.symlink(s.target, path / s.name)
+            for sub in directory.directories:
+                next_level.append((path / sub.name, sub.digest))
+        level = next_level
+    contents = cas.read_many([f.digest for _, f in files if f.digest.size_bytes])
+    for path, f in files:
+        path.write_bytes(contents.get(dkey(f.digest), b""))
+        path.chmod(0o755 if f.is_executable else 0o644)
+
+
+def _file_node(path: Path, name: str, blobs: dict[tuple[str, int], bytes]) -> re_pb2.FileNode:
+    data = path.read_bytes()
+    d = digest_of(data)
+    blobs[dkey(d)] = data
+    executable = bool(path.stat().st_mode & stat.S_IXUSR)
+    return re_pb2.FileNode(name=name, digest=d, is_executable=executable)
+
+
+def _directory(path: Path, blobs: dict[tuple[str, int], bytes], tree: list[re_pb2.Directory]) -> re_pb2.Directory:
+    """Directory proto of path; every subdirectory goes into tree (for an output Tree)."""
+    out = re_pb2.Directory()
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        p = Path(entry.path)
+        if entry.is_symlink():
+            out.symlinks.add(name=entry.name, target=os.readlink(p))
+        elif entry.is_dir():
+            sub = _directory(p, blobs, tree)
+            tree.append(sub)
+            data = sub.SerializeToString(deterministic=True)
+            d = digest_of(data)
+            blobs[dkey(d)] = data
+            out.directories.add(name=entry.name, digest=d)
+        elif entry.is_file():
+            out.files.append(_file_node(p, entry.name, blobs))
+    return out
+
+
+def collect_outputs(
+    command: re_pb2.Command, workdir: Path, result: re_pb2.ActionResult, blobs: dict[tuple[str, int], bytes]
+) -> None:
+    """Fill result's output files/directories/symlinks from what the action left in workdir."""
+    if command.output_paths:  # REAPI v2.1+: one list, the type is whatever is found
+        paths = list(command.output_paths)
+    else:
+        paths = list(command.output_files) + list(command.output_directories)
+    for rel in paths:
+        p = workdir / rel
+        if p.is_symlink():
+            result.output_symlinks.add(path=rel, target=os.readlink(p))
+        elif p.is_dir():
+            children: list[re_pb2.Directory] = []
+            root = _directory(p, blobs, children)
+            tree = re_pb2.Tree(root=root, children=children)
+            data = tree.SerializeToString(deterministic=True)
+            d = digest_of(data)
+            blobs[dkey(d)] = data
+            result.output_directories.add(path=rel, tree_digest=d, is_topologically_sorted=False)
+        elif p.is_file():
+            node = _file_node(p, rel, blobs)
+            result.output_files.add(path=rel, digest=node.digest, is_executable=node.is_executable)
+        # A missing output is not an error in REAPI: the client decides.
+
+
+@dataclass
+class Job:
+    """One lease being executed in a thread; the main thread reads status/result when done."""
+
+    lease: bots_pb2.Lease
+    cas: Cas
+    worker_name: str
+    keep_dirs: bool
+    inline_stdio: bool
+    done: threading.Event = field(default_factory=threading.Event)
+    status: status_pb2.Status = field(default_factory=status_pb2.Status)
+    result: re_pb2.ActionResult = field(default_factory=re_pb2.ActionResult)
+    proc: subprocess.Popen[bytes] | None = None
+    cancelled: bool = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._run_guarded, name=f"job-{self.lease.id}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def _run_guarded(self) -> None:
+        try:
+            self._run()
+        except MissingBlob as e:
+            self.status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message=f"missing blob: {e}")
+        except Exception as e:  # INTERNAL is retryable: BuildGrid re-queues the job
+            log(f"job {self.lease.id} failed: {e!r}")
+            self.status = status_pb2.Status(code=code_pb2.INTERNAL, message=repr(e))
+        finally:
+            self.done.set()
+
+    def _action(self) -> re_pb2.Action:
+        payload = self.lease.payload
+        action = re_pb2.Action()
+        if payload.Is(re_pb2.Action.DESCRIPTOR):
+            payload.Unpack(action)
+            return action
+        digest = re_pb2.Digest()
+        payload.Unpack(digest)
+        return re_pb2.Action.FromString(self.cas.read(digest))
+
+    def _run(self) -> None:
+        meta = self.result.execution_metadata
+        meta.worker = self.worker_name
+        meta.worker_start_timestamp.CopyFrom(now_ts())
+        meta.input_fetch_start_timestamp.CopyFrom(now_ts())
+        action = self._action()
+        command = re_pb2.Command.FromString(self.cas.read(action.command_digest))
+        root = Path(tempfile.mkdtemp(prefix="reapi-job-"))
+        try:
+            materialise(self.cas, action.input_root_digest, root)
+            workdir = root / command.working_directory
+            # REAPI: the worker creates the parent directories of every output path.
+            for rel in list(command.output_paths) + list(command.output_files) + list(command.output_directories):
+                (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            meta.input_fetch_completed_timestamp.CopyFrom(now_ts())
+
+            env = {v.name: v.value for v in command.environment_variables}
+            timeout = action.timeout.ToTimedelta().total_seconds() if action.HasField("timeout") else None
+            meta.execution_start_timestamp.CopyFrom(now_ts())
+            stdout, stderr, exit_code = self._exec(list(command.arguments), workdir, env, timeout)
+            meta.execution_completed_timestamp.CopyFrom(now_ts())
+            if self.cancelled:
+                return
+
+            meta.output_upload_start_timestamp.CopyFrom(now_ts())
+            blobs: dict[tuple[str, int], bytes] = {}
+            self.result.exit_code = exit_code
+            collect_outputs(command, workdir, self.result, blobs)
+            for data, digest_field, raw_field in (
+                (stdout, "stdout_digest", "stdout_raw"),
+                (stderr, "stderr_digest", "stderr_raw"),
+            ):
+                d = digest_of(data)
+                blobs[dkey(d)] = data
+                getattr(self.result, digest_field).CopyFrom(d)
+                if self.inline_stdio:
+                    setattr(self.result, raw_field, data)
+            self.cas.upload(blobs)
+            meta.output_upload_completed_timestamp.CopyFrom(now_ts())
+            meta.worker_completed_timestamp.CopyFrom(now_ts())
+        finally:
+            if not self.keep_dirs:
+                shutil.rmtree(root, ignore_errors=True)
+
+    def _exec(
+        self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None
+    ) -> tuple[bytes, bytes, int]:
+        if not argv:
+            self.status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message="empty Command.arguments")
+            return b"", b"", 0
+        try:
+            # Own process group, so a cancel or timeout also kills what the command spawned.
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                preexec_fn=_die_with_worker,
+            )
+        except OSError as e:
+            # Like a shell: the action ran and failed, so the client sees exit 127 and why.
+            return b"", f"reapi_worker: cannot execute {argv[0]!r}: {e}\n".encode(), 127
+        try:
+            stdout, stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            stdout, stderr = self.proc.communicate()
+            self.status = status_pb2.Status(
+                code=code_pb2.DEADLINE_EXCEEDED, message=f"action timed out after {timeout} s"
+            )
+        return stdout, stderr, self.proc.returncode
+
+
+@dataclass
+class Worker:
+    url: str
+    instance: str
+    bot_id: str
+    properties: list[tuple[str, str]]
+    heartbeat: float
+    ready_file: Path | None
+    keep_dirs: bool
+    inline_stdio: bool
+
+    def __post_init__(self) -> None:
+        target = self.url.removeprefix("grpc://")
+        self.channel = grpc.insecure_channel(target)
+        self.bots = bots_pb2_grpc.BotsStub(self.channel)
+        self.cas = Cas(self.channel, self.instance)
+        self.jobs: dict[str, Job] = {}
+
+    def _new_session(self) -> bots_pb2.BotSession:
+        device = worker_pb2.Device(
+            handle=self.bot_id,
+            properties=[worker_pb2.Device.Property(key=k, value=v) for k, v in self.properties],
+        )
+        session = bots_pb2.BotSession(
+            bot_id=self.bot_id,
+            status=bots_pb2.BotStatus.OK,
+            worker=worker_pb2.Worker(devices=[device]),
+        )
+        while True:
+            try:
+                return self.bots.CreateBotSession(
+                    bots_pb2.CreateBotSessionRequest(parent=self.instance, bot_session=session),
+                    timeout=CREATE_TIMEOUT,
+                )
+            except grpc.RpcError as e:
+                log(f"CreateBotSession: {e.code()} {e.details()}; retrying")
+                time.sleep(0.2)
+
+    def run(self) -> None:
+        session = self._new_session()
+        log(f"session {session.name} for bot {self.bot_id} with {self.properties}")
+        if self.ready_file is not None:
+            self.ready_file.write_text(session.name)
+        while True:
+            self._sync_jobs(session)
+            busy = any(not j.done.is_set() for j in self.jobs.values())
+            try:
+                session = self.bots.UpdateBotSession(
+                    bots_pb2.UpdateBotSessionRequest(name=session.name, bot_session=session),
+                    timeout=HEARTBEAT_RPC_TIMEOUT if busy else LONG_POLL_TIMEOUT,
+                )
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                    time.sleep(0.1)
+                    continue
+                # The server dropped our session (e.g. reaped after a stall): its jobs are
+                # re-queued elsewhere, so abandon ours and start afresh.
+                log(f"UpdateBotSession: {e.code()} {e.details()}; new session")
+                for job in self.jobs.values():
+                    job.cancel()
+                self.jobs.clear()
+                session = self._new_session()
+                continue
+            self._drop_revoked(session)
+            if busy:
+                # Wake at the next heartbeat, or as soon as a running job finishes.
+                deadline = time.monotonic() + self.heartbeat
+                while time.monotonic() < deadline:
+                    running = [j for j in self.jobs.values() if not j.done.is_set()]
+                    if not running:
+                        break
+                    running[0].done.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _sync_jobs(self, session: bots_pb2.BotSession) -> None:
+        """Start new leases and mark finished ones COMPLETED in the session we send next."""
+        for lease in session.leases:
+            if lease.state == bots_pb2.LeaseState.ACTIVE and lease.id not in self.jobs:
+                log(f"lease {lease.id}")
+                job = Job(lease=lease, cas=self.cas, worker_name=self.bot_id,
+                          keep_dirs=self.keep_dirs, inline_stdio=self.inline_stdio)
+                self.jobs[lease.id] = job
+                job.start()
+            elif lease.state == bots_pb2.LeaseState.ACTIVE and self.jobs[lease.id].done.is_set():
+                job = self.jobs[lease.id]
+                lease.state = bots_pb2.LeaseState.COMPLETED
+                lease.status.CopyFrom(job.status)
+                lease.result.Pack(job.result)
+                log(f"lease {lease.id} done: status={job.status.code} exit={job.result.exit_code}")
+
+    def _drop_revoked(self, session: bots_pb2.BotSession) -> None:
+        """Forget reported jobs; kill jobs whose lease the server took back (cancelled)."""
+        live = {lease.id for lease in session.leases}
+        for lease_id in list(self.jobs):
+            if lease_id not in live:
+                job = self.jobs.pop(lease_id)
+                if not job.done.is_set():
+                    log(f"lease {lease_id} revoked; cancelling")
+                    job.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", required=True, help="grpc://127.0.0.1:PORT")
+    ap.add_argument("--instance", default="", help="REAPI instance name (default: empty)")
+    ap.add_argument("--bot-id", default=None, help="unique bot id (default: host-pid)")
+    ap.add_argument(
+        "--property", action="append", default=[], metavar="KEY=VALUE",
+        help="device property advertised to the scheduler; repeat a key for several values "
+        "(default: OSFamily=linux)",
+    )
+    ap.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats while busy")
+    ap.add_argument("--ready-file", type=Path, default=None, help="written once the bot session exists")
+    ap.add_argument("--keep-dirs", action="store_true", help="keep job directories (debugging)")
+    ap.add_argument("--inline-stdio", action="store_true", help="also put stdout/stderr in *_raw fields")
+    args = ap.parse_args(argv)
+    props = [tuple(p.split("=", 1)) for p in args.property] or [("OSFamily", "linux")]
+    if any(len(p) != 2 for p in props):
+        ap.error("--property takes KEY=VALUE")
+    worker = Worker(
+        url=args.url,
+        instance=args.instance,
+        bot_id=args.bot_id or f"{socket.gethostname()}-{os.getpid()}",
+        properties=props,  # type: ignore[arg-type]
+        heartbeat=args.heartbeat,
+        ready_file=args.ready_file,
+        keep_dirs=args.keep_dirs,
+        inline_stdio=args.inline_stdio,
+    )
+
+    def stop(*_: object) -> None:
+        for job in list(worker.jobs.values()):
+            job.cancel()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
