@@ -1,0 +1,157 @@
+"""Backend compiles through a real REAPI service (BuildGrid on loopback): its cache, its workers.
+
+Two cache directories stand for two machines. The server is BuildGrid 0.9.1 in its own
+Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Toolchain, run, stats_json, wrapper, write
+from reapi_server import cache_server, ensure_buildgrid_venv, exec_server, free_port
+from test_link import compile_lto, expected_output, sources
+
+grpc = pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
+
+from ltowrap import bitcode  # noqa: E402
+from ltowrap.remote import action, protos  # noqa: E402
+from ltowrap.remote.client import Client, Endpoint  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def buildgrid() -> None:
+    python, reason = ensure_buildgrid_venv()
+    if python is None:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def cache_url(buildgrid, tmp_path_factory) -> str:
+    with cache_server(tmp_path_factory.mktemp("bgd")) as url:
+        yield url
+
+
+def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
+    """The environment of one 'machine': its own cache directory and log."""
+    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_DIR": str(tmp_path / name),
+            "LTOWRAP_LOG": str(tmp_path / f"{name}.log"), "LTOWRAP_REMOTE": url, **extra}
+
+
+def link(d: Path, env: dict, out: str = "prog") -> subprocess.CompletedProcess[str]:
+    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", out,
+                "main.o", "add.o", "mul.o", "twice.o"], d, env=env)
+
+
+def counters(env: dict) -> dict:
+    return stats_json(env)
+
+
+def project_with_objects(d: Path, tc: Toolchain) -> str:
+    sources(d)
+    compile_lto(d, tc, "main", "add", "mul", "twice")
+    return expected_output(d, tc)
+
+
+def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_path, tc, cache_url):
+    expected = project_with_objects(project, tc)
+    a = machine(tmp_path, "a", tc, cache_url)
+    link(project, a, "prog-a")
+    first = counters(a)
+    assert first["backend_misses"] == 4 and first["remote_misses"] == 4 and first["remote_uploads"] == 4
+    assert first["remote_errors"] == 0
+
+    b = machine(tmp_path, "b", tc, cache_url)
+    done = link(project, b, "prog-b")
+    second = counters(b)
+    assert second["remote_hits"] == 4 and second["backend_misses"] == 0 and second["remote_errors"] == 0
+    assert run([str(project / "prog-b")], project).stdout == expected
+    assert (project / "prog-a").read_bytes() == (project / "prog-b").read_bytes()
+    assert "ltowrap:" not in done.stderr
+
+    # The objects were backfilled into b's local cache: a relink asks the remote nothing.
+    link(project, b, "prog-b")
+    assert counters(b)["backend_hits"] == 4 and counters(b)["remote_hits"] == 4
+
+
+def test_server_down_builds_locally_and_counts_the_errors(project, tmp_path, tc):
+    expected = project_with_objects(project, tc)
+    env = machine(tmp_path, "a", tc, f"grpc://127.0.0.1:{free_port()}", LTOWRAP_REMOTE_TIMEOUT="2")
+    done = link(project, env)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(env)
+    assert c["links_distributed"] == 1 and c["backend_misses"] == 4 and c["remote_errors"] == 4
+    assert done.stderr.count("ltowrap: remote") == 1  # one warning, not one per job
+
+
+def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc, cache_url):
+    expected = project_with_objects(project, tc)
+    # Another machine's flags, so these actions are new to the shared server.
+    for n in ("main", "add", "mul", "twice"):
+        run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", "-c", f"{n}.c", "-o", f"{n}.o"], project,
+            env={**os.environ, "LTOWRAP_CLANG": tc.clang})
+    a = machine(tmp_path, "a", tc, cache_url)
+    link(project, a)
+    actions = [b["action"] for b in links_of(tmp_path / "a.log")[-1]["backends"]]
+    assert len(actions) == 4
+    client = Client(Endpoint(cache_url))
+    empty = protos.ActionResult(exit_code=0)
+    empty.output_files.add(path=action.OUTPUT, digest=protos.Digest(
+        hash="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", size_bytes=0))
+    for name in actions:
+        h, size = name.split("/")
+        client.update_action_result((h, int(size)), empty)
+
+    b = machine(tmp_path, "b", tc, cache_url)
+    link(project, b)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(b)
+    assert c["remote_errors"] == 4 and c["remote_hits"] == 0 and c["backend_misses"] == 4
+    # b's good objects replaced the bad entries for everyone.
+    for name in actions:
+        h, size = name.split("/")
+        result = client.get_action_result((h, int(size)))
+        assert result.output_files[0].digest.size_bytes > 0
+    client.close()
+
+
+def links_of(log: Path) -> list[dict]:
+    import json
+
+    return [r for r in map(json.loads, log.read_text().splitlines()) if r["tool"].startswith("ld.lld")]
+
+
+def test_relocated_shard_compiles_to_the_same_object_elsewhere(project, tc):
+    """The remote input root: module paths rewritten, compiled in another directory."""
+    write(project / "a.c", "int helper(int);\nstatic int s = 3;\nint main(int c, char **v) { return helper(c) * 2 + s; }\n")
+    write(project / "b.c", "int helper(int x) { return x + 41; }\n")
+    for n in "ab":
+        run([tc.clang, "-O2", "-flto=thin", "-c", f"{n}.c", "-o", f"{n}.o"], project)
+    run([tc.lld, "--thinlto-index-only=list", "--thinlto-emit-imports-files", str(project / "a.o"),
+         str(project / "b.o"), "-o", "out", "-e", "main"], project)
+    shard = (project / "a.o.thinlto.bc").read_bytes()
+    assert bitcode.module_paths(shard) == [str(project / "a.o"), str(project / "b.o")]
+    moved = bitcode.relocate(shard, lambda p: "m/" + os.path.basename(p))
+    assert bitcode.module_paths(moved) == ["m/a.o", "m/b.o"]
+    assert bitcode.fingerprint(moved, os.path.basename) == bitcode.fingerprint(shard, os.path.basename)
+    elsewhere = project / "root"
+    (elsewhere / "m").mkdir(parents=True)
+    for n in "ab":
+        (elsewhere / "m" / f"{n}.o").write_bytes((project / f"{n}.o").read_bytes())
+    (elsewhere / "index.bc").write_bytes(moved)
+    run([tc.clang, "-O2", "-c", "-x", "ir", "m/a.o", "-fthinlto-index=index.bc", "-o", "out.o"], elsewhere)
+    run([tc.clang, "-O2", "-c", "-x", "ir", str(project / "a.o"), f"-fthinlto-index={project / 'a.o.thinlto.bc'}",
+         "-o", "local.o"], project)
+    assert (elsewhere / "out.o").read_bytes() == (project / "local.o").read_bytes()
+
+
+def test_local_link_path_never_imports_grpc():
+    code = ("import sys, ltowrap.pipeline, ltowrap.distributor, ltowrap.entry; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
