@@ -158,8 +158,8 @@ def _q(s: str) -> str:
     return json.dumps(s)
 
 
-def _storage_yaml() -> str:
-    return """\
+def _storage_yaml(cache_failed_actions: bool) -> str:
+    return f"""\
 storages:
   - !lru-storage &cas
     size: 512MB
@@ -168,7 +168,7 @@ caches:
     storage: *cas
     max-cached-refs: 100000
     allow-updates: true
-    cache-failed-actions: true
+    cache-failed-actions: {str(cache_failed_actions).lower()}
 """
 
 
@@ -190,7 +190,8 @@ thread-pool-size: 32
 
 def cache_config(port: int, instance: str = "") -> str:
     """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
-    return _server_yaml(port) + _storage_yaml() + f"""\
+    # The client decides what it uploads, so store whatever it sends, failures included.
+    return _server_yaml(port) + _storage_yaml(cache_failed_actions=True) + f"""\
 instances:
   - name: {_q(instance)}
     services:
@@ -210,6 +211,9 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     ltowrap-toolchain, a match key when match_toolchain (a job runs only on a bot that
     advertises the same value) else a wildcard key (accepted, ignored for matching).
     Any other key makes Execute fail with FAILED_PRECONDITION.
+
+    The scheduler writes each finished job's ActionResult to the action cache itself;
+    exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
     """
     keys = "match-property-keys" if match_toolchain else "wildcard-property-keys"
     return _server_yaml(port) + f"""\
@@ -218,7 +222,7 @@ connections:
     connection-string: {_q(db_url)}
     pool-size: 10
     max-overflow: 20
-""" + _storage_yaml() + f"""\
+""" + _storage_yaml(cache_failed_actions=False) + f"""\
 schedulers:
   - !sql-scheduler &sched
     sql: *sql

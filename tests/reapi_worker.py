@@ -38,7 +38,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
+# The worker forks actions while gRPC threads run; gRPC's fork handlers only warn then.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import grpc  # noqa: E402
 from google.protobuf import timestamp_pb2
 from buildgrid._protos.google.rpc import code_pb2, status_pb2
 

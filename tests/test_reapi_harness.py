@@ -70,11 +70,19 @@ def test_exec_server_runs_clang_remotely(tmp_path: Path) -> None:
         symbols = subprocess.run(["/usr/bin/llvm-nm-22", str(tmp_path / "got" / "out/hello.o")],
                                  capture_output=True, text=True, check=True).stdout
         assert "T hello" in symbols
+        # The scheduler put the result in the action cache: the same Action is a hit now.
+        again = run_probe(PYTHON, "execute", "--url", srv.url, "--input", str(tmp_path / "in"), "--cwd", "src",
+                          "--output", "out/hello.o", "--env", "PATH=/usr/bin:/bin", *platform,
+                          "--", CLANG, "-c", "hello.c", "-o", "out/hello.o")
+        assert again["cached"] is True and again["outputs"] == out["outputs"]
 
         out = run_probe(PYTHON, "execute", "--url", srv.url, "--output", "out.txt", *platform, "--",
                         "/bin/sh", "-c", "echo hi > out.txt; echo to-stdout; echo to-stderr >&2; exit 3")
         assert (out["exit_code"], out["outputs"], out["stdout"], out["stderr"]) == (
             3, {"out.txt": "hi\n"}, "to-stdout\n", "to-stderr\n")
+        out = run_probe(PYTHON, "execute", "--url", srv.url, "--output", "out.txt", *platform, "--",
+                        "/bin/sh", "-c", "echo hi > out.txt; echo to-stdout; echo to-stderr >&2; exit 3")
+        assert out["cached"] is False  # failures are not cached
 
         # A toolchain no worker advertises is accepted but never runs; an unknown key is refused.
         out = run_probe(PYTHON, "execute", "--url", srv.url, "--timeout", "2",
