@@ -50,6 +50,7 @@ class Outcome:
     start: float
     end: float
     action: str = ""  # the remote action digest, when a remote service was asked
+    remote_error: str = ""  # why the remote service did not serve it
 
     @property
     def cached(self) -> bool:
@@ -89,6 +90,7 @@ class Executor:
     progress: Progress | None = None
     remote: Session | None = None
     outcomes: list[Outcome] = field(default_factory=list)
+    _unserved: dict[str, str] = field(default_factory=dict)  # job output -> why the remote did not serve it
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
         """The backend cache key. What goes in, each under its own tag:
@@ -119,7 +121,8 @@ class Executor:
             "backend_compiles": sum(o.source == COMPILED for o in self.outcomes),
             "backend_hits": sum(o.source == CACHED for o in self.outcomes),
             "backends": [{"module": o.job.module.origin, "cached": o.cached, "source": o.source,
-                          "start": round(o.start, 4), "end": round(o.end, 4), **({"action": o.action} if o.action else {})}
+                          "start": round(o.start, 4), "end": round(o.end, 4), **({"action": o.action} if o.action else {}),
+                          **({"remote_error": o.remote_error} if o.remote_error else {})}
                          for o in self.outcomes],
         }
         if self.remote is not None:
@@ -134,9 +137,9 @@ class Executor:
         if self.progress:
             self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
 
-    def _action(self, job: Job) -> str:
+    def _compiled(self, job: Job, start: float, end: float) -> Outcome:
         a = self.remote.actions.get(job.output) if self.remote is not None else None
-        return a.name if a is not None else ""
+        return Outcome(job, COMPILED, start, end, a.name if a is not None else "", self._unserved.get(job.output, ""))
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         """Local cache, then the remote service if there is one, then local compiles."""
@@ -174,6 +177,7 @@ class Executor:
         left: list[_Pending] = []
         for p, reply in zip(pending, self.remote.serve(work)):
             if reply.served is None:
+                self._unserved[p.job.output] = reply.error
                 left.append(p)
                 continue
             _write(p.job.output, reply.served.obj)
@@ -227,7 +231,7 @@ class Executor:
                     if failure:
                         failures.append(failure)
                     else:
-                        self._done(Outcome(child.job, COMPILED, child.start, end, self._action(child.job)))
+                        self._done(self._compiled(child.job, child.start, end))
         finally:
             for child in running.values():
                 try:

@@ -175,6 +175,10 @@ caches:
 def _server_yaml(port: int) -> str:
     # so_reuseport off: gRPC turns it on by default, which would let two servers
     # silently share a port picked by free_port().
+    # thread-pool-size: every waiting Execute stream holds a server thread (and the
+    # concurrent-RPC limit defaults to the pool size). Two links with 16 requests in
+    # flight each filled 32 threads; the bots' long polls then found none and no job
+    # ran, so leave room for make -j links x remote_jobs, plus the bots.
     return f"""\
 server:
   - !channel
@@ -184,7 +188,7 @@ grpc-server-options:
   grpc.so_reuseport: 0
 authorization:
   method: none
-thread-pool-size: 32
+thread-pool-size: 128
 """
 
 

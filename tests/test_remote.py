@@ -155,3 +155,24 @@ def test_local_link_path_never_imports_grpc():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def toolchain_line(tc: Toolchain) -> str:
+    """What ltowrap sends as the ltowrap-toolchain platform property: clang's version line."""
+    return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
+
+
+@pytest.mark.slow
+def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgrid):
+    expected = project_with_objects(project, tc22)
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        link(project, env)
+        assert run([str(project / "prog")], project).stdout == expected
+        c = counters(env)
+        assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
+        # Another machine: the server answers from its action cache, nothing runs again.
+        b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        link(project, b, "prog-b")
+        assert counters(b)["remote_hits"] == 4 and counters(b)["remote_executed"] == 0
+        assert (project / "prog-b").read_bytes() == (project / "prog").read_bytes()

@@ -1,0 +1,89 @@
+"""lua5.4 built with its backend compiles on a real REAPI cluster: BuildGrid, PostgreSQL, two workers.
+
+The server and workers come from tests/reapi_server.py (BuildGrid 0.9.1 in its own Python
+3.13 venv; the workers are tests/reapi_worker.py, speaking the Bots API).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_lua import CFLAGS, lua_src, lua_tree, make, makefile_objects, run_lua, stats, wrapper_toolchain  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reapi_server import ensure_buildgrid_venv, exec_server  # noqa: E402
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
+
+
+@pytest.fixture(autouse=True)
+def buildgrid() -> None:
+    python, reason = ensure_buildgrid_venv()
+    if python is None:
+        pytest.skip(reason)
+
+
+CLANG = Path("/usr/lib/llvm-22/bin/clang")
+
+
+def toolchain_line(clang: Path) -> str:
+    return subprocess.run([clang, "--version"], check=True, capture_output=True, text=True).stdout.splitlines()[0].strip()
+
+
+def backend_jobs(tree: Path) -> int:
+    """Backend compiles of a cold build: lua uses every module, luac its own, the core and lauxlib."""
+    core, lib = makefile_objects(tree, "CORE_O"), makefile_objects(tree, "LIB_O")
+    return (1 + len(core) + len(lib)) + (1 + len(core) + 1)
+
+
+def remote_toolchain(tmp_path: Path, url: str):
+    tc = wrapper_toolchain(tmp_path, 22)
+    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute")
+    return tc
+
+
+def test_lua_backends_on_two_workers(lua_src: Path, tmp_path: Path) -> None:
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(CLANG)]) as server:
+        tc = remote_toolchain(tmp_path, server.url)
+        make(lua_src, tc, tmp_path / "ltowrap.log")
+        run_lua(lua_src, tmp_path)
+        s = stats(tc)
+        # luac's modules are lua's too: the server answers those from its action cache.
+        assert s["links_distributed"] == 2 and s["backend_misses"] == 0 and s["remote_errors"] == 0
+        assert s["remote_executed"] + s["remote_hits"] == backend_jobs(lua_src)
+        ran = [server.worker_log(i).count(" done: status=0 exit=0") for i in range(2)]
+        assert all(ran), f"every worker should have run jobs: {ran}"
+
+
+def test_worker_killed_mid_job_still_builds(lua_src: Path, tmp_path: Path) -> None:
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(CLANG)]) as server:
+        tc = remote_toolchain(tmp_path, server.url)
+        log = tmp_path / "ltowrap.log"
+        argv = ["make", "-C", "src", "-j2", "linux", f"CC={tc.cc}", f"CFLAGS={CFLAGS}"]
+        build = subprocess.Popen(argv, cwd=lua_src, env=tc.env | {"LTOWRAP_LOG": str(log)},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        killed_mid_job = False
+        deadline = time.monotonic() + 300
+        while build.poll() is None and time.monotonic() < deadline:
+            text = server.worker_log(0)
+            leases = [line.split("lease ", 1)[1].split()[0] for line in text.splitlines() if " lease " in line]
+            if leases and f"lease {leases[-1]} done" not in text:
+                server.kill_worker(0)
+                killed_mid_job = True
+                break
+            time.sleep(0.01)
+        out, _ = build.communicate(timeout=600)
+        assert build.returncode == 0, out
+        assert killed_mid_job, "worker 0 never took a job"
+        run_lua(lua_src, tmp_path)
+        s = stats(tc)
+        assert s["links_distributed"] == 2 and s["backend_failures"] == 0
+        # The server gave the dead worker's job to the other one (REAPI retry), or, past
+        # remote_exec_timeout, ltowrap would have compiled it here: either way, no failure.
+        assert s["remote_executed"] + s["remote_hits"] + s["backend_misses"] == backend_jobs(lua_src)
