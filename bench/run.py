@@ -14,6 +14,14 @@ tree with fresh caches, configurations in rotating order:
   ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
                                                          edit, clean rebuild (warm cache)
 
+and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_server.py):
+
+  remote-cache  ltowrap, remote_mode=cache               cold build (publishes), clean
+                                                         rebuild with an empty local cache
+                                                         (a second machine), link alone
+  remote-exec   ltowrap, remote_mode=execute, two        cold build, link alone: server
+                workers on this machine                  cache hits, then cold
+
 and measures every `make -j2` (wall, user+sys CPU, peak RSS of the largest process: the
 wait4 rusage of make, which covers all its descendants) and the link of the main binary
 (`lua`) on its own: the binary deleted and `make -j2 lua` rerun, nothing else running.
@@ -61,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 from integration import debsrc  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
+REMOTE_CONFIGS = ("remote-cache", "remote-exec")
 SCRIPTS = Path(sys.executable).parent  # the venv's bin: ltowrap, ltowrap-clang
 DISTRIBUTOR = BENCH / "dtlto_local.py"
 MAKE_JOBS = 2
@@ -282,6 +291,8 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
         Config("dtlto-ltowrap", str(clang), "-O2 -flto=thin",
                f"-flto=thin -fuse-ld=lld -fthinlto-distributor={SCRIPTS / 'ltowrap-distributor'}", wrapped),
         Config("ltowrap", wrapper, "-O2 -flto=thin", "", wrapped),
+        Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
+        Config("remote-exec", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "execute"}),
     ]
 
 
@@ -315,6 +326,7 @@ def summarise(record: dict) -> dict:
     return {"seconds": round(record["end"] - record["start"], 3), "decision": record["decision"],
             "reason": record.get("reason"), "modules": record["modules"],
             "backend_compiles": record["backend_compiles"], "backend_hits": record["backend_hits"],
+            "remote_hits": record.get("remote_hits", 0), "remote_executed": record.get("remote_executed", 0),
             "thinlink_cached": record["thinlink_cached"], "phases": record.get("phases", {})}
 
 
@@ -413,9 +425,59 @@ def scenarios_dtlto_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> Non
     rec.add("dtlto-ltowrap: warm link alone", rep, b.link_alone())
 
 
+def _reapi():
+    """tests/reapi_server.py: BuildGrid (its own Python 3.13 venv), PostgreSQL, test workers."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import reapi_server
+
+    python, reason = reapi_server.ensure_buildgrid_venv()
+    if python is None:
+        raise RuntimeError(f"--remote needs BuildGrid: {reason}")
+    return reapi_server
+
+
+def _clear_local_cache(b: Bench) -> None:
+    subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
+
+
+def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """A cache-only REAPI server: the first machine publishes, a second (empty local cache) reads."""
+    main = b.project.main_binary
+    with _reapi().cache_server(tmp / "bgd") as url:
+        b.env["LTOWRAP_REMOTE"] = url
+        for label, before in (("cold build", lambda: None),
+                              ("clean rebuild, new machine", lambda: (_clear_local_cache(b), b.make("clean")))):
+            before()
+            log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
+            rec.add(f"remote-cache: {label}", rep, b.build(log=log), log, main)
+        _clear_local_cache(b)
+        log = tmp / "link-alone.jsonl"
+        rec.add("remote-cache: link alone, remote hits", rep, b.link_alone(log=log), log, main)
+
+
+def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """Execution on two loopback workers: cold build, link alone served from the server's cache, link alone cold."""
+    main = b.project.main_binary
+    reapi = _reapi()
+    clang = b.config.env["LTOWRAP_CLANG"]
+    toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
+    with reapi.exec_server(tmp / "bgd", workers=2, toolchains=[toolchain]) as server:
+        b.env["LTOWRAP_REMOTE"] = server.url
+        log = tmp / "cold-build.jsonl"
+        rec.add("remote-exec: cold build", rep, b.build(log=log), log, main)
+        _clear_local_cache(b)
+        log = tmp / "link-alone-hits.jsonl"
+        rec.add("remote-exec: link alone, server cache hits", rep, b.link_alone(log=log), log, main)
+    with reapi.exec_server(tmp / "bgd2", workers=2, toolchains=[toolchain]) as server:
+        b.env["LTOWRAP_REMOTE"] = server.url
+        _clear_local_cache(b)
+        log = tmp / "link-alone-cold.jsonl"
+        rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
+
+
 SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
-             "ltowrap": scenarios_ltowrap}
+             "ltowrap": scenarios_ltowrap, "remote-cache": scenarios_remote_cache, "remote-exec": scenarios_remote_exec}
 
 
 # ---------------------------------------------------------------- tables
@@ -460,6 +522,15 @@ LINK_ROWS = [
     Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, in build (log)", (THIN_LINK,)),
 ]
 IN_BUILD = {"ltowrap: cold build", "ltowrap: warm relink", "ltowrap: one-file edit", "ltowrap: clean rebuild"}
+# Remote rows -> the local ltowrap row each is compared with (same scenario, no remote).
+REMOTE_ROWS = [
+    ("remote-cache: cold build", "build", "ltowrap: cold build", "publishes every object"),
+    ("remote-cache: clean rebuild, new machine", "build", "ltowrap: clean rebuild", "empty local cache; local: warm"),
+    ("remote-exec: cold build", "build", "ltowrap: cold build", "every backend on the 2 loopback workers"),
+    ("remote-cache: link alone, remote hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
+    ("remote-exec: link alone, server cache hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
+    ("remote-exec: cold link alone", "link", "ltowrap: cold link alone", "local: compiled here"),
+]
 
 
 def median_of(samples: list[Sample], key: str, get: Callable[[Sample], float | None]) -> float | None:
@@ -542,12 +613,45 @@ def tables(samples: list[Sample]) -> tuple[str, dict]:
         out.append("| " + " | ".join([r.label, fmt(link_med[r.key]), fmt(cpu), fmt(rss, 0),
                                       *ratio_cells(link_med[r.key], link_med, r, 2), phases(samples, r.key)]) + " |")
         medians["link"][r.key] = {"seconds": rounded(link_med[r.key]), "cpu": rounded(cpu), "rss_mib": rounded(rss)}
+    remote, medians["remote"] = remote_table(samples)
+    out += remote
     overhead = compile_overhead(samples)
     medians["compile_overhead"] = overhead
     if overhead:
         out += ["", f"### Compile path: non-LTO build, CC=ltowrap-clang vs real clang ({overhead['pairs']} pairs)", "",
                 f"median ratio: wall {overhead['wall']:.3f}x, user+sys {overhead['cpu']:.3f}x"]
     return "\n".join(out), medians
+
+
+def backends(s: Sample) -> int | None:
+    """Backend jobs of the main link, however each was served."""
+    t = s.ltowrap
+    return None if t is None else t["backend_compiles"] + t["backend_hits"] + t["remote_hits"] + t["remote_executed"]
+
+
+def remote_table(samples: list[Sample]) -> tuple[list[str], dict]:
+    """Remote rows against their local counterparts: ratio, and the difference per backend job."""
+    keys = {s.row for s in samples}
+    rows = [r for r in REMOTE_ROWS if r[0] in keys]
+    if not rows:
+        return [], {}
+    out = ["", "### Remote (REAPI on loopback) vs the same scenario local (medians)", "",
+           "Per job: (remote - local) / backend jobs of the main link; builds compare the whole make.", "",
+           "| scenario | s | local s | vs local | jobs | per job ms | served | note |",
+           "|---|---:|---:|---:|---:|---:|---|---|"]
+    medians = {}
+    for key, kind, local, note in rows:
+        get = (lambda s: s.run.wall) if kind == "build" else link_seconds
+        value, base = median_of(samples, key, get), median_of(samples, local, get)
+        jobs = median_of(samples, key, backends)
+        first = next((s.ltowrap for s in samples if s.row == key and s.ltowrap), None)
+        served = (f"{first['remote_executed']} executed, {first['remote_hits']} remote hits, "
+                  f"{first['backend_compiles']} local" if first else "")
+        per_job = (value - base) / jobs * 1000 if value is not None and base is not None and jobs else None
+        out.append("| " + " | ".join([key, fmt(value), fmt(base), f"{value / base:.2f}x" if value and base else "",
+                                      fmt(jobs, 0), fmt(per_job, 1), served, note]) + " |")
+        medians[key] = {"seconds": rounded(value), "local": rounded(base), "jobs": jobs, "per_job_ms": rounded(per_job)}
+    return out, medians
 
 
 def compile_overhead(samples: list[Sample]) -> dict | None:
@@ -595,6 +699,8 @@ def parse_args() -> argparse.Namespace:
                    help="backend parallelism: LTOWRAP_JOBS, --thinlto-jobs, distributor --jobs (default 2)")
     p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"), help="LLVM bin dir (needs DTLTO: 22+)")
     p.add_argument("--only", nargs="+", metavar="CONFIG", help="run only these configurations")
+    p.add_argument("--remote", action="store_true",
+                   help="also remote-cache and remote-exec, on BuildGrid on loopback (needs Python 3.13, PostgreSQL)")
     p.add_argument("--out", type=Path, default=BENCH / "results", help="where the JSON and .md go")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (trees, caches, logs)")
     return p.parse_args()
@@ -608,7 +714,8 @@ def run_reps(a: argparse.Namespace, project: Project, clang: Path, scratch: Path
     project.prepare(pristine)
     info["source"] = f"{pkg.name} {pkg.version}"
     stats = []
-    names = [c.name for c in configs(clang, a.jobs, scratch) if not a.only or c.name in a.only]
+    names = [c.name for c in configs(clang, a.jobs, scratch)
+             if (c.name in a.only if a.only else a.remote or c.name not in REMOTE_CONFIGS)]
     for rep in range(a.reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:  # no config always first
             work = scratch / f"rep{rep}-{name}"
