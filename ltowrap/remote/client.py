@@ -233,7 +233,7 @@ class Client:
                                          request_serializer=lambda m: m.SerializeToString(),
                                          response_deserializer=protos.Operation.FromString)
         name = ""
-        for _ in range(5):
+        for attempt in range(5):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RemoteError("Execute: no result within remote_exec_timeout", unreachable=True)
@@ -248,10 +248,13 @@ class Client:
                     if op.done:
                         return _response(op)
             except grpc.RpcError as e:
-                error = _rpc_error("Execute" if not name else "WaitExecution", e)
-                if not name or not isinstance(e, grpc.Call) or e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise error from None
-        raise RemoteError("Execute: the operation stream kept breaking")
+                code = e.code() if isinstance(e, grpc.Call) else None
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not name:
+                    time.sleep(0.2 * 2**attempt)  # the server is busy: ask again, as Bazel does
+                    continue
+                if not name or code != grpc.StatusCode.UNAVAILABLE:
+                    raise _rpc_error("Execute" if not name else "WaitExecution", e) from None
+        raise RemoteError("Execute: the server kept refusing or dropping the operation")
 
 
 def _response(op):

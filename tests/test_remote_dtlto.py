@@ -1,0 +1,39 @@
+"""lld's DTLTO with ltowrap-distributor sharing backends through a real REAPI cache (BuildGrid).
+
+lld names archive members with per-link temporary paths; the remote action lays each
+module out by content (remote/action.py), so a second machine still finds every job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import log_lines, stats_json
+from reapi_server import cache_server, ensure_buildgrid_venv
+from test_distributor import _build
+
+pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
+
+
+def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path, tc22, monkeypatch):
+    python, reason = ensure_buildgrid_venv()
+    if python is None:
+        pytest.skip(reason)
+    with cache_server(tmp_path / "bgd") as url:
+        monkeypatch.setenv("LTOWRAP_REMOTE", url)
+        _build(project, tc22)
+        first = stats_json()
+        assert first["remote_misses"] == 3 and first["remote_uploads"] == 3 and first["backend_misses"] == 3
+
+        monkeypatch.setenv("LTOWRAP_DIR", str(tmp_path / "second-machine"))
+        (project / "prog").unlink()
+        shutil.rmtree(project / "objs", ignore_errors=True)
+        _build(project, tc22)
+        second = stats_json()
+        assert second["remote_hits"] == 3 and second["backend_misses"] == 0 and second["remote_errors"] == 0
+        runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
+        assert all(b["source"] == "remote cache" for b in runs[-1]["backends"])
+    assert os.popen(str(project / "prog")).read() == "130\n"
