@@ -5,6 +5,8 @@ separate venv, .venv-buildgrid, made from Python 3.13 (BuildGrid 0.9.1 needs >= 
 
     python, reason = ensure_buildgrid_venv()   # python is None -> pytest.skip(reason)
     with cache_server(tmp_path) as url: ...                    # "grpc://127.0.0.1:PORT"
+    with secure_cache_server(tmp_path) as srv:                 # TLS + JWT bearer tokens
+        srv.url, srv.ca, srv.token                             # "grpcs://127.0.0.1:PORT"
     with exec_server(tmp_path, workers=2) as srv:
         srv.url, srv.workers, srv.kill_worker(0), srv.start_worker()
 
@@ -15,11 +17,15 @@ anything but 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import glob
+import hashlib
+import hmac
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -172,30 +178,57 @@ caches:
 """
 
 
-def _server_yaml(port: int) -> str:
+@dataclass(frozen=True)
+class ServerSecurity:
+    """TLS and JWT settings for _server_yaml: PEM key and certificate, HS256 secret file."""
+
+    tls_key: Path
+    tls_cert: Path
+    jwt_secret_file: Path
+    jwt_audience: str
+
+
+def _server_yaml(port: int, security: ServerSecurity | None = None) -> str:
     # so_reuseport off: gRPC turns it on by default, which would let two servers
     # silently share a port picked by free_port().
     # thread-pool-size: every waiting Execute stream holds a server thread (and the
     # concurrent-RPC limit defaults to the pool size). Two links with 16 requests in
     # flight each filled 32 threads; the bots' long polls then found none and no job
     # ran, so leave room for make -j links x remote_jobs, plus the bots.
+    if security is None:
+        channel = "    insecure-mode: true\n"
+        authorization = "  method: none\n"
+    else:
+        channel = f"""\
+    insecure-mode: false
+    credentials:
+      tls-server-key: {_q(str(security.tls_key))}
+      tls-server-cert: {_q(str(security.tls_cert))}
+"""
+        # allow-localhost-requests stays off (its default): every test client is on
+        # 127.0.0.1, and it would let them all in without a token.
+        authorization = f"""\
+  method: jwt
+  algorithm: hs256
+  secret: {_q(str(security.jwt_secret_file))}
+  audience: {_q(security.jwt_audience)}
+  allow-localhost-requests: false
+"""
     return f"""\
 server:
   - !channel
     address: {_q(f"127.0.0.1:{port}")}
-    insecure-mode: true
-grpc-server-options:
+{channel}grpc-server-options:
   grpc.so_reuseport: 0
 authorization:
-  method: none
-thread-pool-size: 128
+{authorization}thread-pool-size: 128
 """
 
 
-def cache_config(port: int, instance: str = "") -> str:
+def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None) -> str:
     """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
     # The client decides what it uploads, so store whatever it sends, failures included.
-    return _server_yaml(port) + _storage_yaml(cache_failed_actions=True) + f"""\
+    return _server_yaml(port, security) + _storage_yaml(cache_failed_actions=True) + f"""\
 instances:
   - name: {_q(instance)}
     services:
@@ -290,6 +323,60 @@ def cache_server(tmp_path: Path, instance: str = "") -> Iterator[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     with _bgd_server(python, lambda port: cache_config(port, instance), tmp_path, "bgd-cache") as port:
         yield f"grpc://127.0.0.1:{port}"
+
+
+JWT_AUDIENCE = "ltowrap-tests"
+
+
+@dataclass(frozen=True)
+class SecureServer:
+    url: str  # grpcs://127.0.0.1:PORT
+    ca: Path  # PEM the client should trust: the server's self-signed certificate
+    token: str  # a bearer token the server accepts for an hour
+
+
+def make_self_signed_cert(directory: Path, days: int = 1) -> tuple[Path, Path]:
+    """(key, certificate) PEMs for 127.0.0.1 (CN and subjectAltName IP), by the openssl tool."""
+    key, cert = directory / "server.key", directory / "server.crt"
+    done = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", str(days), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"openssl req failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return key, cert
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def make_jwt(secret: str, audience: str = JWT_AUDIENCE, lifetime_s: int = 3600, subject: str = "ltowrap-test") -> str:
+    """An HS256 JWT. BuildGrid 0.9.1 requires exp and, with an audience configured, a matching aud."""
+    now = int(time.time())
+    header = {"alg": "HS256", "typ": "JWT"}
+    claims = {"sub": subject, "aud": audience, "iat": now, "exp": now + lifetime_s}
+    signing_input = ".".join(_b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims))
+    signature = hmac.new(secret.encode(), signing_input.encode("ascii"), hashlib.sha256).digest()
+    return f"{signing_input}.{_b64url(signature)}"
+
+
+@contextmanager
+def secure_cache_server(tmp_path: Path, instance: str = "") -> Iterator[SecureServer]:
+    """cache_server behind TLS (a self-signed certificate for 127.0.0.1) and JWT bearer auth (HS256)."""
+    python = buildgrid_python()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    key, cert = make_self_signed_cert(tmp_path)
+    # BuildGrid strips the file's text and uses it as the HMAC key: hex has nothing to strip.
+    secret = secrets.token_hex(32)
+    secret_file = tmp_path / "jwt.secret"
+    secret_file.write_text(secret + "\n")
+    secret_file.chmod(0o600)
+    security = ServerSecurity(tls_key=key, tls_cert=cert, jwt_secret_file=secret_file, jwt_audience=JWT_AUDIENCE)
+    with _bgd_server(python, lambda port: cache_config(port, instance, security), tmp_path, "bgd-cache-tls") as port:
+        yield SecureServer(url=f"grpcs://127.0.0.1:{port}", ca=cert, token=make_jwt(secret))
 
 
 @dataclass

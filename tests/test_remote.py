@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Toolchain, run, stats_json, wrapper, write
-from reapi_server import cache_server, ensure_buildgrid_venv, exec_server, free_port
+from reapi_server import (SecureServer, cache_server, ensure_buildgrid_venv, exec_server, free_port, make_jwt,
+                          secure_cache_server)
 from test_link import compile_lto, expected_output, sources
 
 grpc = pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
@@ -35,6 +36,13 @@ def buildgrid() -> None:
 def cache_url(buildgrid, tmp_path_factory) -> str:
     with cache_server(tmp_path_factory.mktemp("bgd")) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
+    """A cache server behind TLS (self-signed certificate) that wants a JWT bearer token."""
+    with secure_cache_server(tmp_path_factory.mktemp("bgd-tls")) as server:
+        yield server
 
 
 def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
@@ -118,6 +126,53 @@ def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc, cach
         result = client.get_action_result((h, int(size)))
         assert result.output_files[0].digest.size_bytes > 0
     client.close()
+
+
+def test_tls_and_bearer_token_second_machine_gets_every_backend(project, tmp_path, tc22, secure_cache):
+    expected = project_with_objects(project, tc22)
+    creds = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca),
+             "LTOWRAP_REMOTE_HEADER": f"authorization: Bearer {secure_cache.token}"}
+    a = machine(tmp_path, "a", tc22, secure_cache.url, **creds)
+    first_link = link(project, a, "prog-a")
+    first = counters(a)
+    assert first["remote_misses"] == 4 and first["remote_uploads"] == 4 and first["remote_errors"] == 0
+    assert "ltowrap:" not in first_link.stderr
+
+    b = machine(tmp_path, "b", tc22, secure_cache.url, **creds)
+    done = link(project, b, "prog-b")
+    second = counters(b)
+    assert second["remote_hits"] == 4 and second["backend_misses"] == 0 and second["remote_errors"] == 0
+    assert run([str(project / "prog-b")], project).stdout == expected
+    assert (project / "prog-a").read_bytes() == (project / "prog-b").read_bytes()
+    assert "ltowrap:" not in done.stderr
+
+
+@pytest.mark.parametrize("token", ["none", "wrong-secret"])
+def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cache, token):
+    expected = project_with_objects(project, tc22)
+    extra = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca)}
+    if token == "wrong-secret":  # well formed, unexpired, right audience: signed with another key
+        extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {make_jwt('0' * 64)}"
+    env = machine(tmp_path, "a", tc22, secure_cache.url, **extra)
+    done = link(project, env)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(env)
+    assert c["backend_misses"] == 4 and c["remote_errors"] == 4 and c["remote_hits"] == 0
+    assert c["remote_uploads"] == 0
+    assert done.stderr.count("ltowrap: remote") == 1 and "UNAUTHENTICATED" in done.stderr
+
+
+def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path, tc22, secure_cache):
+    """No remote_tls_ca: the system's roots do not trust the self-signed certificate."""
+    expected = project_with_objects(project, tc22)
+    env = machine(tmp_path, "a", tc22, secure_cache.url,
+                  LTOWRAP_REMOTE_HEADER=f"authorization: Bearer {secure_cache.token}")
+    done = link(project, env)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(env)
+    assert c["backend_misses"] == 4 and c["remote_errors"] == 4 and c["remote_hits"] == 0
+    assert c["remote_uploads"] == 0
+    assert done.stderr.count("ltowrap: remote") == 1 and "CERTIFICATE_VERIFY_FAILED" in done.stderr
 
 
 def links_of(log: Path) -> list[dict]:
