@@ -436,8 +436,12 @@ def _reapi():
     return reapi_server
 
 
-def _clear_local_cache(b: Bench) -> None:
-    subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
+def _drop_local_objects(b: Bench) -> None:
+    """Empty the local backend and thin-link caches, as on a machine that compiled the sources but
+    never linked them. `ltowrap cache clear` would also drop the compile records, and so
+    change every backend's options and its action."""
+    for kind in ("o", "t"):
+        shutil.rmtree(Path(b.env["LTOWRAP_DIR"]) / kind, ignore_errors=True)
 
 
 def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
@@ -446,11 +450,11 @@ def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None
     with _reapi().cache_server(tmp / "bgd") as url:
         b.env["LTOWRAP_REMOTE"] = url
         for label, before in (("cold build", lambda: None),
-                              ("clean rebuild, new machine", lambda: (_clear_local_cache(b), b.make("clean")))):
+                              ("clean rebuild, new machine", lambda: (_drop_local_objects(b), b.make("clean")))):
             before()
             log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
             rec.add(f"remote-cache: {label}", rep, b.build(log=log), log, main)
-        _clear_local_cache(b)
+        _drop_local_objects(b)
         log = tmp / "link-alone.jsonl"
         rec.add("remote-cache: link alone, remote hits", rep, b.link_alone(log=log), log, main)
 
@@ -465,12 +469,12 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
         b.env["LTOWRAP_REMOTE"] = server.url
         log = tmp / "cold-build.jsonl"
         rec.add("remote-exec: cold build", rep, b.build(log=log), log, main)
-        _clear_local_cache(b)
+        _drop_local_objects(b)
         log = tmp / "link-alone-hits.jsonl"
         rec.add("remote-exec: link alone, server cache hits", rep, b.link_alone(log=log), log, main)
     with reapi.exec_server(tmp / "bgd2", workers=2, toolchains=[toolchain]) as server:
         b.env["LTOWRAP_REMOTE"] = server.url
-        _clear_local_cache(b)
+        _drop_local_objects(b)
         log = tmp / "link-alone-cold.jsonl"
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
 

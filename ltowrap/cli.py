@@ -198,10 +198,34 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
     except jobserver.Unusable as e:
         report(False, f"make jobserver: {e}", "mark the recipe that runs the link with '+'")
     report(True, f"backend jobs when make gives no jobserver: {jobserver.default_jobs(settings.jobs)}")
+    if settings.remote:
+        report(*_remote_check(settings))
     if settings.disable:
         report(False, "ltowrap is disabled (disable / LTOWRAP_DISABLE)", "unset it to distribute links")
     print("No problems found." if not problems else f"{problems} problem(s) found.")
     return 1 if problems else 0
+
+
+def _remote_check(settings: Settings) -> tuple[bool, str, str]:
+    """Can the REAPI service be asked? (ok, what, fix) for doctor."""
+    where = f"remote {settings.remote} ({settings.remote_mode}"
+    where += f", instance {settings.remote_instance!r})" if settings.remote_instance else ")"
+    try:
+        from .remote.client import Client, Endpoint, RemoteError
+    except ImportError as e:
+        return False, f"{where}: client not installed ({e})", "pip install 'ltowrap[remote]'"
+    try:
+        client = Client(Endpoint(settings.remote, settings.remote_instance, settings.remote_header,
+                                 settings.remote_tls_ca, settings.remote_timeout))
+        try:
+            caps = client.capabilities()
+        finally:
+            client.close()
+    except (RemoteError, OSError) as e:
+        return False, f"{where}: {e}", "check the address, remote_tls_ca, remote_header and remote_instance"
+    if settings.remote_mode == "execute" and not caps.execution_capabilities.exec_enabled:
+        return False, f"{where}: the server does not execute actions", "set remote_mode = cache, or use an execution server"
+    return True, f"{where}: answers", ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -228,7 +228,12 @@ authorization:
 def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None) -> str:
     """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
     # The client decides what it uploads, so store whatever it sends, failures included.
-    return _server_yaml(port, security) + _storage_yaml(cache_failed_actions=True) + f"""\
+    return _server_yaml(port, security) + _storage_yaml(cache_failed_actions=True) + _instance_yaml(instance)
+
+
+def _instance_yaml(instance: str, extra_services: str = "") -> str:
+    """The instance: CAS, ByteStream and the action cache, then extra_services."""
+    return f"""\
 instances:
   - name: {_q(instance)}
     services:
@@ -238,7 +243,7 @@ instances:
         storage: *cas
       - !action-cache
         cache: *ac
-"""
+""" + extra_services
 
 
 def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True) -> str:
@@ -279,19 +284,11 @@ schedulers:
         jitter-factor: 0
         failure-backoff: 0.1
         busy-sleep-factor: 0.1
-instances:
-  - name: {_q(instance)}
-    services:
-      - !cas
-        storage: *cas
-      - !bytestream
-        storage: *cas
-      - !action-cache
-        cache: *ac
+""" + _instance_yaml(instance, """\
       - !execution
         scheduler: *sched
         operation-stream-keepalive-timeout: 5
-"""
+""")
 
 
 @contextmanager

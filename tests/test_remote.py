@@ -66,22 +66,28 @@ def project_with_objects(d: Path, tc: Toolchain) -> str:
     return expected_output(d, tc)
 
 
-def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_path, tc, cache_url):
+def two_machines(project: Path, tmp_path: Path, tc: Toolchain, url: str, **extra: str) -> dict:
+    """Machine a links and publishes; machine b, with its own empty cache, gets every backend
+    from the remote cache and writes the same binary. Returns b's environment."""
     expected = project_with_objects(project, tc)
-    a = machine(tmp_path, "a", tc, cache_url)
-    link(project, a, "prog-a")
+    a = machine(tmp_path, "a", tc, url, **extra)
+    first_link = link(project, a, "prog-a")
     first = counters(a)
     assert first["backend_misses"] == 4 and first["remote_misses"] == 4 and first["remote_uploads"] == 4
-    assert first["remote_errors"] == 0
+    assert first["remote_errors"] == 0 and "ltowrap:" not in first_link.stderr
 
-    b = machine(tmp_path, "b", tc, cache_url)
+    b = machine(tmp_path, "b", tc, url, **extra)
     done = link(project, b, "prog-b")
     second = counters(b)
     assert second["remote_hits"] == 4 and second["backend_misses"] == 0 and second["remote_errors"] == 0
     assert run([str(project / "prog-b")], project).stdout == expected
     assert (project / "prog-a").read_bytes() == (project / "prog-b").read_bytes()
     assert "ltowrap:" not in done.stderr
+    return b
 
+
+def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_path, tc, cache_url):
+    b = two_machines(project, tmp_path, tc, cache_url)
     # The objects were backfilled into b's local cache: a relink asks the remote nothing.
     link(project, b, "prog-b")
     assert counters(b)["backend_hits"] == 4 and counters(b)["remote_hits"] == 4
@@ -129,22 +135,8 @@ def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc, cach
 
 
 def test_tls_and_bearer_token_second_machine_gets_every_backend(project, tmp_path, tc22, secure_cache):
-    expected = project_with_objects(project, tc22)
-    creds = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca),
-             "LTOWRAP_REMOTE_HEADER": f"authorization: Bearer {secure_cache.token}"}
-    a = machine(tmp_path, "a", tc22, secure_cache.url, **creds)
-    first_link = link(project, a, "prog-a")
-    first = counters(a)
-    assert first["remote_misses"] == 4 and first["remote_uploads"] == 4 and first["remote_errors"] == 0
-    assert "ltowrap:" not in first_link.stderr
-
-    b = machine(tmp_path, "b", tc22, secure_cache.url, **creds)
-    done = link(project, b, "prog-b")
-    second = counters(b)
-    assert second["remote_hits"] == 4 and second["backend_misses"] == 0 and second["remote_errors"] == 0
-    assert run([str(project / "prog-b")], project).stdout == expected
-    assert (project / "prog-a").read_bytes() == (project / "prog-b").read_bytes()
-    assert "ltowrap:" not in done.stderr
+    two_machines(project, tmp_path, tc22, secure_cache.url, LTOWRAP_REMOTE_TLS_CA=str(secure_cache.ca),
+                 LTOWRAP_REMOTE_HEADER=f"authorization: Bearer {secure_cache.token}")
 
 
 @pytest.mark.parametrize("token", ["none", "wrong-secret"])
@@ -231,3 +223,13 @@ def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgri
         link(project, b, "prog-b")
         assert counters(b)["remote_hits"] == 4 and counters(b)["remote_executed"] == 0
         assert (project / "prog-b").read_bytes() == (project / "prog").read_bytes()
+
+
+def test_doctor_checks_the_remote(tmp_path, cache_url):
+    def doctor(url: str, mode: str = "cache") -> str:
+        env = {**os.environ, "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": mode, "LTOWRAP_REMOTE_TIMEOUT": "2"}
+        return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
+
+    assert f"[ok] remote {cache_url} (cache): answers" in doctor(cache_url)
+    assert "[FAIL]" in doctor(cache_url, "execute") and "does not execute actions" in doctor(cache_url, "execute")
+    assert "[FAIL] remote grpc://127.0.0.1:" in doctor(f"grpc://127.0.0.1:{free_port()}")

@@ -107,18 +107,22 @@ class Session:
             self.actions[w.job.output] = a
             replies[i].action = a.name
             ready.append((i, a))
-        if ready and self.mode == "execute" and not self.down:
-            try:
-                self._upload_inputs([a for _, a in ready])
-            except RemoteError as e:
-                self._give_up(e)
-                for i, _ in ready:
-                    replies[i].error = str(e)
-                ready = []
-        run = self._execute if self.mode == "execute" else self._lookup
-        futures = [(i, self._executor().submit(run, a)) for i, a in ready]
-        for i, f in futures:
-            replies[i].served, replies[i].error = f.result()
+        # The action cache first, in both modes: a hit costs one small request, and an
+        # Execute (even one the server answers from its cache) goes through its scheduler.
+        for i, reply in self._ask(self._lookup, ready):
+            replies[i].served, replies[i].error = reply
+        if self.mode == "execute":
+            ready = [(i, a) for i, a in ready if replies[i].served is None and not replies[i].error]
+            if ready and not self.down:
+                try:
+                    self._upload_inputs([a for _, a in ready])
+                except RemoteError as e:
+                    self._give_up(e)
+                    for i, _ in ready:
+                        replies[i].error = str(e)
+                    ready = []
+            for i, reply in self._ask(self._execute, ready):
+                replies[i].served, replies[i].error = reply
         for r in replies:
             if r.served is None and r.error:
                 self.stats.add("remote_errors")
@@ -129,6 +133,12 @@ class Session:
             else:
                 self.stats.add("remote_hits")
         return replies
+
+    def _ask(self, request: Callable[[action.BackendAction], tuple[Served | None, str]],
+             actions: list[tuple[int, action.BackendAction]]) -> list[tuple[int, tuple[Served | None, str]]]:
+        """request(action) for each, remote_jobs at a time."""
+        futures = [(i, self._executor().submit(request, a)) for i, a in actions]
+        return [(i, f.result()) for i, f in futures]
 
     def _upload_inputs(self, actions: list[action.BackendAction]) -> None:
         blobs: dict[Key, bytes] = {}
