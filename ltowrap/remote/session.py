@@ -1,9 +1,10 @@
 """One link's use of the remote service: serve backend jobs from it, publish local results to it.
 
-remote_mode = cache: look each job's action up in the action cache; a job it lacks is
-compiled locally and its result published (UpdateActionResult), for every other machine.
-remote_mode = execute: upload the inputs the CAS lacks (each shared module once), then
-Execute every job on the service's workers, which consult the action cache first.
+Both modes first look each job's action up in the action cache (GetActionResult).
+remote_mode = cache: a job it lacks is compiled locally and its result published
+(UpdateActionResult), for every other machine.
+remote_mode = execute: for the jobs it lacks, upload the inputs the CAS lacks (each
+shared module once), then Execute them on the service's workers.
 
 Never worse than local: a job the service cannot serve (unreachable, too slow, a failed
 action, an output that is missing, empty or not an object) is compiled locally and
