@@ -233,3 +233,32 @@ def test_doctor_checks_the_remote(tmp_path, cache_url):
     assert f"[ok] remote {cache_url} (cache): answers" in doctor(cache_url)
     assert "[FAIL]" in doctor(cache_url, "execute") and "does not execute actions" in doctor(cache_url, "execute")
     assert "[FAIL] remote grpc://127.0.0.1:" in doctor(f"grpc://127.0.0.1:{free_port()}")
+
+
+def test_large_blobs_go_through_bytestream(cache_url):
+    """Blobs above the batch limit are written and read with ByteStream; small ones in batches."""
+    from ltowrap.remote.client import key_of
+
+    client = Client(Endpoint(cache_url))
+    client.capabilities()
+    large = os.urandom(client.batch_limit + 12345)
+    small = b"small blob"
+    blobs = {key_of(large): large, key_of(small): small}
+    assert client.find_missing(blobs) == set(blobs)
+    client.upload(blobs)
+    assert client.find_missing(blobs) == set()
+    assert client.read(key_of(large)) == large and client.read(key_of(small)) == small
+    client.close()
+
+
+@pytest.mark.slow
+def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
+    """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
+    expected = project_with_objects(project, tc22)
+    with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2")
+        done = link(project, env)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(env)
+    assert c["remote_errors"] == 4 and c["backend_misses"] == 4 and c["remote_executed"] == 0
+    assert done.stderr.count("ltowrap: remote") == 1 and "remote_exec_timeout" in done.stderr

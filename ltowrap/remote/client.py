@@ -233,10 +233,12 @@ class Client:
                                          request_serializer=lambda m: m.SerializeToString(),
                                          response_deserializer=protos.Operation.FromString)
         name = ""
+        too_slow = RemoteError(f"Execute: no result within remote_exec_timeout ({self.endpoint.exec_timeout:g} s)",
+                               unreachable=True)
         for attempt in range(5):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise RemoteError("Execute: no result within remote_exec_timeout", unreachable=True)
+                raise too_slow
             if name:
                 stream = wait(protos.WaitExecutionRequest(name=name), timeout=left, metadata=self.metadata)
             else:
@@ -249,6 +251,8 @@ class Client:
                         return _response(op)
             except grpc.RpcError as e:
                 code = e.code() if isinstance(e, grpc.Call) else None
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise too_slow from None
                 if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not name:
                     time.sleep(0.2 * 2**attempt)  # the server is busy: ask again, as Bazel does
                     continue
