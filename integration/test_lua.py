@@ -227,6 +227,26 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
     assert again == first
 
 
+def test_one_file_edit_recompiles_only_what_depends_on_it(lua_src: Path, tmp_path: Path) -> None:
+    """lstrlib.c edited (nothing imports from it): lua recompiles that one module, luac nothing.
+
+    Module paths that changed with an edit used to renumber the values in unrelated
+    shards (lld's hash order of paths) and miss 1 to 20 of them; views keep paths fixed.
+    """
+    tc = wrapper_toolchain(tmp_path, 22)
+    make(lua_src, tc, tmp_path / "first.log")
+    src = lua_src / "src" / "lstrlib.c"
+    text, n = re.subn(r"^#define MAXCCALLS\s+200$", "#define MAXCCALLS\t201", src.read_text(), flags=re.M)
+    assert n == 1
+    src.write_text(text)
+    make(lua_src, tc, tmp_path / "edit.log")
+    run_lua(lua_src, tmp_path)
+    edited = links(tmp_path / "edit.log")
+    assert edited["lua"]["decision"] == "distributed"
+    assert [b["module"] for b in edited["lua"]["backends"] if not b["cached"]] == ["liblua.a(lstrlib.o)"]
+    assert edited["luac"]["backend_compiles"] == 0
+
+
 def test_cache_shared_across_checkouts(lua_tree: Path, lua_src: Path, tmp_path: Path) -> None:
     """A second checkout elsewhere: a new thin-link (cwd differs), every backend a hit, same bytes."""
     tc = wrapper_toolchain(tmp_path, 22)

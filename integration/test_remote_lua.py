@@ -6,6 +6,7 @@ The server and workers come from tests/reapi_server.py (BuildGrid 0.9.1 in its o
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from .test_lua import CFLAGS, lua_src, lua_tree, make, makefile_objects, run_lua, stats, wrapper_toolchain  # noqa: F401
+from .test_lua import (CFLAGS, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
+                       wrapper_toolchain)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reapi_server import ensure_buildgrid_venv, exec_server  # noqa: E402
+from reapi_server import cache_server, ensure_buildgrid_venv, exec_server  # noqa: E402
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
@@ -87,3 +89,27 @@ def test_worker_killed_mid_job_still_builds(lua_src: Path, tmp_path: Path) -> No
         # The server gave the dead worker's job to the other one (REAPI retry), or, past
         # remote_exec_timeout, ltowrap would have compiled it here: either way, no failure.
         assert s["remote_executed"] + s["remote_hits"] + s["backend_misses"] == backend_jobs(lua_src)
+
+
+def test_another_machine_gets_every_lua_backend_from_the_remote_cache(lua_tree: Path, lua_src: Path,
+                                                                      tmp_path: Path) -> None:
+    """Another cache directory and another checkout path: every backend of lua and luac is a remote hit.
+
+    Index shards number their values in an order that follows the module paths the
+    thin-link saw; those paths are the same on every machine (cache.SHARED_VIEWS).
+    """
+    with cache_server(tmp_path / "bgd") as url:
+        first = wrapper_toolchain(tmp_path / "a", 22)
+        first.env.update(LTOWRAP_REMOTE=url)
+        make(lua_src, first, tmp_path / "a.log")
+        assert stats(first)["remote_uploads"] == backend_jobs(lua_src)
+
+        other = Path(shutil.copytree(lua_tree, tmp_path / "elsewhere" / "lua5.4", symlinks=True))
+        second = wrapper_toolchain(tmp_path / "b-machine", 22)
+        second.env.update(LTOWRAP_REMOTE=url)
+        make(other, second, tmp_path / "b.log")
+        run_lua(other, tmp_path)
+        s = stats(second)
+        assert s["remote_hits"] == backend_jobs(lua_src) and s["backend_misses"] == 0 and s["remote_errors"] == 0
+        for binary in ("lua", "luac"):
+            assert (other / "src" / binary).read_bytes() == (lua_src / "src" / binary).read_bytes(), binary

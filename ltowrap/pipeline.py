@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from . import cmdline, finallink, jobserver, log, plan, progress, remote, stats, thinlink, toolchain
-from .cache import MODULES, TOOLCHAINS, Cache
+from .cache import TOOLCHAINS, Cache
 from .cachekey import digest_bytes, file_digests
 from .config import ConfigError
 from .backend import LinkBackend
@@ -195,10 +195,19 @@ def _backend_clang(real_ld: str, settings: Settings) -> str:
 def _distribute(real: list[str], args: list[str], settings: Settings, cache: Cache, workdir: str, record: dict) -> int:
     cwd = os.getcwd()
     command = cmdline.parse(args, cwd)
-    link_plan = plan.build(command, cache)
+    # The view is named for the output's file name only, so another checkout of the same
+    # project (or a clean rebuild) sees its modules under the very same paths.
+    link = digest_bytes(os.path.basename(command.output).encode())
+    with cache.view(link, os.path.join(workdir, "view")) as view:
+        return _link(real, settings, cache, workdir, record, command, view, cwd)
+
+
+def _link(real: list[str], settings: Settings, cache: Cache, workdir: str, record: dict, command: cmdline.LinkCommand,
+          view: str, cwd: str) -> int:
+    link_plan = plan.build(command, cache, view)
     record["modules"] = len(link_plan.modules)
     clang = _backend_clang(real[0], settings)
-    store_prefix = os.path.join(cache.root, MODULES) + "/"
+    store_prefix = view + "/"
     ld_st = os.stat(real[0])
     thin_key = thinlink.key(link_plan, real, f"{os.path.realpath(real[0])}\0{ld_st.st_size}\0{ld_st.st_mtime_ns}", cwd)
 

@@ -2,13 +2,13 @@
 
 Every bitcode module, whether a file on the command line or a member of an archive, is
 copied into the cache's module store as `<position in the link>-<digest of its bytes>.o`,
-and the thin-link sees it there:
-- the digest makes the path a function of the contents, so a clean rebuild, another
-  checkout directory or a relink find the same paths (and a cached thin-link stays valid);
-- the position comes first because lld numbers modules, and the values in every index
-  shard, in the sorted order of their paths: with content alone in the name, editing one
-  file would move it in that order and change every other module's shard, and so its
-  backend cache key. Two identical inputs get two positions, so two module IDs.
+and the thin-link sees it through the link's view (Cache.view) as `<view>/<position>.o`:
+- names by position keep the order lld numbers modules in (sorted paths) and its hash
+  order of paths (the numbering of values inside each index shard) the same from one
+  link to the next, whatever changed in the modules: an edit changes only the shards
+  that really depend on the edited module;
+- the store keeps the bytes, verified, once per content. Two identical inputs get two
+  positions, so two module IDs.
 """
 
 from __future__ import annotations
@@ -96,15 +96,15 @@ class LinkPlan:
         return out
 
 
-def build(command: LinkCommand, cache: Cache) -> LinkPlan:
+def build(command: LinkCommand, cache: Cache, view: str) -> LinkPlan:
+    """The plan; each bitcode module is stored in the cache and named in `view` (Cache.view)."""
     pieces: list[Piece] = []
     modules: list[Module] = []
     others: list[str] = []
 
     def module(data: bytes, origin: str) -> Module:
-        # Named by link position, then content: see the module docstring.
-        path = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, path, origin)
+        stored = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
+        m = Module.of(data, cache.view_module(view, len(modules), stored), origin)
         modules.append(m)
         return m
 

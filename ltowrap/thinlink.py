@@ -41,6 +41,8 @@ def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
     h.field("ld", ld_identity)
     h.field("cwd", cwd)  # relative paths in the command resolve against it
     h.field("argv", "\0".join(plan.tokens(lambda m: m.path)))
+    for m in plan.modules:  # view paths name positions, not contents
+        h.field("module", f"{m.path}\0{m.digest}")
     for path in (*plan.other_inputs, *plan.command.read_files):
         try:
             h.field("file", path + "\0" + digest_bytes(_read(path)))
