@@ -71,6 +71,18 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         "Thin-links:",
         f"  Cached (skipped):         {s['thinlink_hits']}",
         f"  Run:                      {s['thinlink_misses']}",
+    ]
+    remote = [k for k in stats.COUNTERS if k.startswith("remote_")]
+    if settings.remote or any(s[k] for k in remote):
+        lines += [
+            f"Remote ({settings.remote or 'not set now'}):",
+            f"  Hits (action cache):      {s['remote_hits']}",
+            f"  Misses:                   {s['remote_misses']}",
+            f"  Executed on workers:      {s['remote_executed']}",
+            f"  Errors (compiled here):   {s['remote_errors']}",
+            f"  Published:                {s['remote_uploads']} ({s['remote_upload_errors']} failed)",
+        ]
+    lines += [
         "Cache:",
         f"  Size:                     {_human(s['cache_bytes'])} / {_human(s['max_size_bytes']) if s['max_size_bytes'] else 'unlimited'}",
         f"  Files:                    {s['cache_entries']}",

@@ -262,3 +262,14 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     c = counters(env)
     assert c["remote_errors"] == 4 and c["backend_misses"] == 4 and c["remote_executed"] == 0
     assert done.stderr.count("ltowrap: remote") == 1 and "remote_exec_timeout" in done.stderr
+
+
+def test_named_instance_and_stats_report(project, tmp_path, tc22, buildgrid):
+    """remote_instance reaches the server; a wrong one is an error, and `ltowrap stats` shows both."""
+    with cache_server(tmp_path / "bgd", instance="main") as url:
+        two_machines(project, tmp_path, tc22, url, LTOWRAP_REMOTE_INSTANCE="main")
+        wrong = machine(tmp_path, "c", tc22, url, LTOWRAP_REMOTE_INSTANCE="other")
+        done = link(project, wrong, "prog-c")
+        assert counters(wrong)["remote_errors"] == 4 and "ltowrap: remote" in done.stderr
+    report = run([wrapper("ltowrap"), "stats"], tmp_path, env=machine(tmp_path, "b", tc22, url)).stdout
+    assert f"Remote ({url}):" in report and "Hits (action cache):      4" in report
