@@ -86,6 +86,17 @@ def two_machines(project: Path, tmp_path: Path, tc: Toolchain, url: str, **extra
     return b
 
 
+def builds_locally(project: Path, env: dict, expected: str, says: str) -> None:
+    """The link succeeds, every backend compiled here and counted in remote_errors, with one
+    warning (not one per job) that says why."""
+    done = link(project, env)
+    assert run([str(project / "prog")], project).stdout == expected
+    c = counters(env)
+    assert c["links_distributed"] == 1 and c["backend_misses"] == 4 and c["remote_errors"] == 4
+    assert c["remote_hits"] == c["remote_executed"] == c["remote_uploads"] == 0
+    assert done.stderr.count("ltowrap: remote") == 1 and says in done.stderr
+
+
 def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_path, tc, cache_url):
     b = two_machines(project, tmp_path, tc, cache_url)
     # The objects were backfilled into b's local cache: a relink asks the remote nothing.
@@ -96,11 +107,7 @@ def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_pa
 def test_server_down_builds_locally_and_counts_the_errors(project, tmp_path, tc):
     expected = project_with_objects(project, tc)
     env = machine(tmp_path, "a", tc, f"grpc://127.0.0.1:{free_port()}", LTOWRAP_REMOTE_TIMEOUT="2")
-    done = link(project, env)
-    assert run([str(project / "prog")], project).stdout == expected
-    c = counters(env)
-    assert c["links_distributed"] == 1 and c["backend_misses"] == 4 and c["remote_errors"] == 4
-    assert done.stderr.count("ltowrap: remote") == 1  # one warning, not one per job
+    builds_locally(project, env, expected, "UNAVAILABLE")
 
 
 def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc, cache_url):
@@ -145,13 +152,7 @@ def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cac
     extra = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca)}
     if token == "wrong-secret":  # well formed, unexpired, right audience: signed with another key
         extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {make_jwt('0' * 64)}"
-    env = machine(tmp_path, "a", tc22, secure_cache.url, **extra)
-    done = link(project, env)
-    assert run([str(project / "prog")], project).stdout == expected
-    c = counters(env)
-    assert c["backend_misses"] == 4 and c["remote_errors"] == 4 and c["remote_hits"] == 0
-    assert c["remote_uploads"] == 0
-    assert done.stderr.count("ltowrap: remote") == 1 and "UNAUTHENTICATED" in done.stderr
+    builds_locally(project, machine(tmp_path, "a", tc22, secure_cache.url, **extra), expected, "UNAUTHENTICATED")
 
 
 def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path, tc22, secure_cache):
@@ -159,12 +160,7 @@ def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path,
     expected = project_with_objects(project, tc22)
     env = machine(tmp_path, "a", tc22, secure_cache.url,
                   LTOWRAP_REMOTE_HEADER=f"authorization: Bearer {secure_cache.token}")
-    done = link(project, env)
-    assert run([str(project / "prog")], project).stdout == expected
-    c = counters(env)
-    assert c["backend_misses"] == 4 and c["remote_errors"] == 4 and c["remote_hits"] == 0
-    assert c["remote_uploads"] == 0
-    assert done.stderr.count("ltowrap: remote") == 1 and "CERTIFICATE_VERIFY_FAILED" in done.stderr
+    builds_locally(project, env, expected, "CERTIFICATE_VERIFY_FAILED")
 
 
 def links_of(log: Path) -> list[dict]:
@@ -257,11 +253,7 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     expected = project_with_objects(project, tc22)
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2")
-        done = link(project, env)
-    assert run([str(project / "prog")], project).stdout == expected
-    c = counters(env)
-    assert c["remote_errors"] == 4 and c["backend_misses"] == 4 and c["remote_executed"] == 0
-    assert done.stderr.count("ltowrap: remote") == 1 and "remote_exec_timeout" in done.stderr
+        builds_locally(project, env, expected, "remote_exec_timeout")
 
 
 def test_named_instance_and_stats_report(project, tmp_path, tc22, buildgrid):
