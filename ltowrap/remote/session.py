@@ -18,12 +18,16 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import backend, bitcode
 from ..backend import Job
 from ..stats import Stats
 from . import action, protos
 from .client import Client, Endpoint, Key, RemoteError, digest, key_of
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 ELF = b"\x7fELF"
 
@@ -218,7 +222,7 @@ class Session:
         self.client.close()
 
 
-def open_session(settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str],
+def open_session(settings: Settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str],
                  read: Callable[[str], bytes]) -> Session:
     """A session from the remote_* settings (RemoteError if they do not make sense)."""
     endpoint = Endpoint(settings.remote, settings.remote_instance, settings.remote_header, settings.remote_tls_ca,
