@@ -34,6 +34,7 @@ def _pids_alive(pids: list[int]) -> list[int]:
     return alive
 
 
+@pytest.mark.slow  # each starts a server; tests/test_remote.py uses one in the quick loop
 @pytest.mark.parametrize("instance", ["", "main"])
 def test_cache_server_roundtrip(tmp_path: Path, instance: str) -> None:
     with cache_server(tmp_path, instance=instance) as url:
@@ -45,6 +46,7 @@ def test_cache_server_roundtrip(tmp_path: Path, instance: str) -> None:
                    "ac_miss": "NOT_FOUND"}
 
 
+@pytest.mark.slow
 def test_cache_server_rejects_other_instance(tmp_path: Path) -> None:
     with cache_server(tmp_path, instance="main") as url:
         out = run_probe(PYTHON, "capabilities", "--url", url, "--instance", "")

@@ -110,12 +110,12 @@ def test_server_down_builds_locally_and_counts_the_errors(project, tmp_path, tc)
     builds_locally(project, env, expected, "UNAVAILABLE")
 
 
-def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc, cache_url):
-    expected = project_with_objects(project, tc)
-    # Another machine's flags, so these actions are new to the shared server.
-    for n in ("main", "add", "mul", "twice"):
-        run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", "-c", f"{n}.c", "-o", f"{n}.o"], project,
-            env={**os.environ, "LTOWRAP_CLANG": tc.clang})
+def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc22, cache_url):
+    tc = tc22
+    sources(project)
+    # Flags of their own, so these actions are new to the shared server.
+    compile_lto(project, tc, "main", "add", "mul", "twice", flags=("-O1",))
+    expected = expected_output(project, tc)
     a = machine(tmp_path, "a", tc, cache_url)
     link(project, a)
     actions = [b["action"] for b in links_of(tmp_path / "a.log")[-1]["backends"]]
@@ -256,6 +256,7 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
         builds_locally(project, env, expected, "remote_exec_timeout")
 
 
+@pytest.mark.slow
 def test_named_instance_and_stats_report(project, tmp_path, tc22, buildgrid):
     """remote_instance reaches the server; a wrong one is an error, and `ltowrap stats` shows both."""
     with cache_server(tmp_path / "bgd", instance="main") as url:

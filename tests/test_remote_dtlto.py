@@ -18,6 +18,7 @@ from test_distributor import _build
 pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
 
 
+@pytest.mark.slow
 def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path, tc22, monkeypatch):
     python, reason = ensure_buildgrid_venv()
     if python is None:
