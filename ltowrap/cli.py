@@ -119,7 +119,10 @@ def cmd_cache(settings: Settings, a: argparse.Namespace) -> int:
 
 def cmd_config(settings: Settings, a: argparse.Namespace) -> int:
     for key in SETTINGS:
-        print(f"({settings.origins[key]}) {key} = {getattr(settings, key)!r}")
+        value = getattr(settings, key)
+        if key == "remote_header" and value:  # a token: show whose header it is, not its value
+            value = value.partition(":")[0] + ": (hidden)"
+        print(f"({settings.origins[key]}) {key} = {value!r}")
     return 0
 
 

@@ -45,8 +45,10 @@ def test_version_help_and_config(project, monkeypatch):
     stats_help = run([wrapper("ltowrap"), "stats", "--help"], project).stdout
     for counter in ("links_distributed", "backend_hits", "thinlink_hits", "cpu_saved_seconds"):
         assert counter in stats_help
-    out = run([wrapper("ltowrap"), "config"], project, env={**os.environ, "LTOWRAP_JOBS": "3"}).stdout
+    out = run([wrapper("ltowrap"), "config"], project, env={**os.environ, "LTOWRAP_JOBS": "3",
+                                                         "LTOWRAP_REMOTE_HEADER": "authorization: Bearer s3cret"}).stdout
     assert "(LTOWRAP_JOBS) jobs = 3" in out and "(LTOWRAP_DIR) cache_dir" in out and "(default) max_size" in out
+    assert "remote_header = 'authorization: (hidden)'" in out and "s3cret" not in out
 
 
 def test_doctor_reports_a_broken_setup(project, tmp_path, tc22):
