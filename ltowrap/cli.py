@@ -230,8 +230,7 @@ def _remote_check(settings: Settings) -> tuple[bool, str, str]:
     except ImportError as e:
         return False, f"{where}: client not installed ({e})", "pip install 'ltowrap[remote]'"
     try:
-        client = Client(Endpoint(settings.remote, settings.remote_instance, settings.remote_header,
-                                 settings.remote_tls_ca, settings.remote_timeout))
+        client = Client(Endpoint.from_settings(settings))
         try:
             caps = client.capabilities()
         finally:

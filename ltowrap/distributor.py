@@ -31,6 +31,7 @@ from .cache import Cache
 from .cachekey import file_digests
 from .errors import ToolFailed
 from .executor import Executor
+from .fsutil import read_bytes
 from .plan import Module
 from .settings import load
 
@@ -80,11 +81,6 @@ def parse_job(raw: object, n: int) -> tuple[str, str, str, list[str]]:
     return module, shard, output, imports
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def run(json_path: str) -> int:
     settings = load()
     started = time.time()
@@ -100,7 +96,7 @@ def run(json_path: str) -> int:
     cache = Cache(settings.cache_dir, counters, settings.max_size)
     jobs = []
     for module, shard, output, imports in parsed:
-        jobs.append(Job(Module.of(_read(module), module, module), _read(shard), shard, tuple(imports), output))
+        jobs.append(Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output))
     from .pipeline import compiler_identity
 
     clang = common["args"][0]

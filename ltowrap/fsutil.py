@@ -54,6 +54,11 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
         raise
 
 
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def read_nofollow(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:

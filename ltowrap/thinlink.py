@@ -15,6 +15,7 @@ from . import proc
 from .cache import THINLINKS, Cache
 from .cachekey import Hasher, digest_bytes
 from .errors import Unsupported
+from .fsutil import read_bytes
 from .backend import Job
 from .bitcode import shard_identity
 from .plan import LinkPlan
@@ -31,11 +32,6 @@ class ThinLinkResult:
     cached: bool
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
     h = Hasher()
     h.field("ld", ld_identity)
@@ -45,7 +41,7 @@ def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
         h.field("module", f"{m.path}\0{m.digest}")
     for path in (*plan.other_inputs, *plan.command.read_files):
         try:
-            h.field("file", path + "\0" + digest_bytes(_read(path)))
+            h.field("file", path + "\0" + digest_bytes(read_bytes(path)))
         except OSError:
             h.field("missing", path)
     return h.hexdigest()
@@ -77,15 +73,15 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
     jobs: list[Job] = []
     full: set[str] = set()
     record: list[dict] = []
-    for line in _read(objects).decode("utf-8", "surrogateescape").splitlines():
+    for line in read_bytes(objects).decode("utf-8", "surrogateescape").splitlines():
         if not line.startswith(idx):
             raise Unsupported(f"thin-link listed an object outside its directory: {line!r}")
         rel = line[len(idx) :]
         module = by_path.get(store_prefix + rel)
         if module is None:
             raise Unsupported(f"thin-link listed an unknown module: {line!r}")
-        shard = _read(line + ".thinlto.bc")
-        imports = tuple(_read(line + ".imports").decode("utf-8", "surrogateescape").splitlines())
+        shard = read_bytes(line + ".thinlto.bc")
+        imports = tuple(read_bytes(line + ".imports").decode("utf-8", "surrogateescape").splitlines())
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
             full.add(module.path)
             continue

@@ -16,11 +16,6 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def connect(settings: Settings, stats: Stats, compiler_identity: str, digest_of: Callable[[str], str]) -> Session | None:
     """A session with the configured service, or None (local only) when none is set or it cannot be used."""
     if not settings.remote:
@@ -35,7 +30,7 @@ def connect(settings: Settings, stats: Stats, compiler_identity: str, digest_of:
         return None
     version = compiler_identity.rsplit("\0", 1)[-1].strip().splitlines()
     try:
-        return open_session(settings, stats, version[0] if version else "unknown", digest_of, _read)
+        return open_session(settings, stats, version[0] if version else "unknown", digest_of)
     except (RemoteError, OSError) as e:
         print(f"ltowrap: remote {settings.remote}: {e}; compiling locally", file=sys.stderr)
         stats.add("remote_errors")

@@ -12,10 +12,14 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 
 from . import protos
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 V2 = "/build.bazel.remote.execution.v2."
 BYTESTREAM = "/google.bytestream.ByteStream/"
@@ -51,6 +55,11 @@ class Endpoint:
     tls_ca: str = ""  # PEM file; the system's roots when empty
     timeout: float = 60.0  # one request
     exec_timeout: float = 600.0  # one execution, queueing included
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Endpoint:
+        return cls(settings.remote, settings.remote_instance, settings.remote_header, settings.remote_tls_ca,
+                   float(settings.remote_timeout), float(settings.remote_exec_timeout))
 
 
 def _target(url: str) -> tuple[str, bool]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from .. import backend, bitcode
 from ..backend import Job
+from ..fsutil import read_bytes
 from ..stats import Stats
 from . import action, protos
 from .client import Client, Endpoint, Key, RemoteError, digest, key_of
@@ -69,16 +70,14 @@ class Session:
     platform: dict[str, str]
     stats: Stats
     digest_of: Callable[[str], str]
-    read: Callable[[str], bytes]
     jobs: int
-    exec_timeout: int
     down: str = ""  # why the service is not asked again during this link
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None
     _publishing: list[Future] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._files = action.Files(self.read, {})
+        self._files = action.Files(read_bytes, {})
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -105,7 +104,8 @@ class Session:
                 replies[i].error = self.down
                 continue
             try:
-                a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform, self.exec_timeout)
+                a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform,
+                                 int(self.client.endpoint.exec_timeout))
             except (bitcode.BadBitcode, OSError) as e:
                 replies[i].error = f"cannot build the action: {e}"
                 continue
@@ -222,11 +222,8 @@ class Session:
         self.client.close()
 
 
-def open_session(settings: Settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str],
-                 read: Callable[[str], bytes]) -> Session:
+def open_session(settings: Settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str]) -> Session:
     """A session from the remote_* settings (RemoteError if they do not make sense)."""
-    endpoint = Endpoint(settings.remote, settings.remote_instance, settings.remote_header, settings.remote_tls_ca,
-                        float(settings.remote_timeout), float(settings.remote_exec_timeout))
     platform = {"OSFamily": sys.platform, "ltowrap-toolchain": compiler_version}
-    return Session(Client(endpoint), settings.remote_mode, platform, stats, digest_of, read, settings.remote_jobs,
-                   int(settings.remote_exec_timeout))
+    return Session(Client(Endpoint.from_settings(settings)), settings.remote_mode, platform, stats, digest_of,
+                   settings.remote_jobs)
