@@ -48,6 +48,13 @@ def compile_lto(d: Path, tc: Toolchain, *names: str, flags: tuple[str, ...] = ()
             env={**os.environ, "LTOWRAP_CLANG": tc.clang})
 
 
+def prepared(d: Path, tc: Toolchain, flags: tuple[str, ...] = ()) -> str:
+    """The four sources compiled to ThinLTO objects; returns what the program should print."""
+    sources(d)
+    compile_lto(d, tc, "main", "add", "mul", "twice", flags=flags)
+    return expected_output(d, tc)
+
+
 def lw_env(tc: Toolchain, **extra: str) -> dict:
     return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
 
@@ -57,9 +64,7 @@ def last_link(tmp_path: Path) -> dict:
 
 
 def test_executable(project, tmp_path, tc):
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"],
         project, env=lw_env(tc))
     assert run(["./prog"], project).stdout == want
@@ -72,18 +77,14 @@ def test_executable(project, tmp_path, tc):
 
 def test_default_linker_is_switched_to_lld(project, tmp_path, tc):
     """Without -fuse-ld=lld the driver would run GNU ld; the bitcode link goes to lld instead."""
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     run([wrapper("ltowrap-clang"), "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=lw_env(tc))
     assert run(["./prog"], project).stdout == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
 
 def test_static_archive_found_through_l(project, tmp_path, tc):
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     run([tc.ar, "rcs", "libutil.a", "add.o", "mul.o", "twice.o"], project)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-L.", "-lutil", "-o", "prog"], project, env=lw_env(tc))
     assert run(["./prog"], project).stdout == want
@@ -93,9 +94,7 @@ def test_static_archive_found_through_l(project, tmp_path, tc):
 
 def test_thin_archive_in_subdirectory(project, tmp_path, tc22):
     tc = tc22
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     (project / "lib").mkdir()
     run([tc.ar, "rcsT", "lib/libutil.a", "add.o", "mul.o", "twice.o"], project)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "lib/libutil.a", "-o", "prog"], project, env=lw_env(tc))
@@ -161,9 +160,7 @@ def test_shared_library_and_pie(project, tmp_path, tc):
 
 def test_relocatable_link_and_linker_script(project, tmp_path, tc22):
     tc = tc22
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     env = lw_env(tc)
     # A -r link of bitcode, as the kernel's vmlinux.o: distributed, output is a native object.
     run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", "add.o", "mul.o", "twice.o"], project, env=env)
@@ -293,9 +290,7 @@ def test_lto_thin_mode_adds_flto(project, tmp_path, tc):
 
 def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
     tc = tc22
-    sources(project)
-    want = expected_output(project, tc)
-    compile_lto(project, tc, "main", "add", "mul", "twice")
+    want = prepared(project, tc)
     done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-Wl,--lto-emit-asm", "main.o", "add.o", "mul.o", "twice.o",
                 "-o", "prog.s"], project, env=lw_env(tc))
     assert "ltowrap: --lto-emit-asm; running the link unchanged" in done.stderr

@@ -16,7 +16,7 @@ import pytest
 from conftest import Toolchain, run, stats_json, wrapper, write
 from reapi_server import (SecureServer, cache_server, ensure_buildgrid_venv, exec_server, free_port, make_jwt,
                           secure_cache_server)
-from test_link import compile_lto, expected_output, sources
+from test_link import prepared
 
 grpc = pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
 
@@ -60,16 +60,10 @@ def counters(env: dict) -> dict:
     return stats_json(env)
 
 
-def project_with_objects(d: Path, tc: Toolchain) -> str:
-    sources(d)
-    compile_lto(d, tc, "main", "add", "mul", "twice")
-    return expected_output(d, tc)
-
-
 def two_machines(project: Path, tmp_path: Path, tc: Toolchain, url: str, **extra: str) -> dict:
     """Machine a links and publishes; machine b, with its own empty cache, gets every backend
     from the remote cache and writes the same binary. Returns b's environment."""
-    expected = project_with_objects(project, tc)
+    expected = prepared(project, tc)
     a = machine(tmp_path, "a", tc, url, **extra)
     first_link = link(project, a, "prog-a")
     first = counters(a)
@@ -105,17 +99,14 @@ def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_pa
 
 
 def test_server_down_builds_locally_and_counts_the_errors(project, tmp_path, tc):
-    expected = project_with_objects(project, tc)
+    expected = prepared(project, tc)
     env = machine(tmp_path, "a", tc, f"grpc://127.0.0.1:{free_port()}", LTOWRAP_REMOTE_TIMEOUT="2")
     builds_locally(project, env, expected, "UNAVAILABLE")
 
 
 def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc22, cache_url):
     tc = tc22
-    sources(project)
-    # Flags of their own, so these actions are new to the shared server.
-    compile_lto(project, tc, "main", "add", "mul", "twice", flags=("-O1",))
-    expected = expected_output(project, tc)
+    expected = prepared(project, tc, flags=("-O1",))  # flags of their own: actions new to the shared server
     a = machine(tmp_path, "a", tc, cache_url)
     link(project, a)
     actions = [b["action"] for b in links_of(tmp_path / "a.log")[-1]["backends"]]
@@ -148,7 +139,7 @@ def test_tls_and_bearer_token_second_machine_gets_every_backend(project, tmp_pat
 
 @pytest.mark.parametrize("token", ["none", "wrong-secret"])
 def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cache, token):
-    expected = project_with_objects(project, tc22)
+    expected = prepared(project, tc22)
     extra = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca)}
     if token == "wrong-secret":  # well formed, unexpired, right audience: signed with another key
         extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {make_jwt('0' * 64)}"
@@ -157,7 +148,7 @@ def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cac
 
 def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path, tc22, secure_cache):
     """No remote_tls_ca: the system's roots do not trust the self-signed certificate."""
-    expected = project_with_objects(project, tc22)
+    expected = prepared(project, tc22)
     env = machine(tmp_path, "a", tc22, secure_cache.url,
                   LTOWRAP_REMOTE_HEADER=f"authorization: Bearer {secure_cache.token}")
     builds_locally(project, env, expected, "CERTIFICATE_VERIFY_FAILED")
@@ -207,7 +198,7 @@ def toolchain_line(tc: Toolchain) -> str:
 
 @pytest.mark.slow
 def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgrid):
-    expected = project_with_objects(project, tc22)
+    expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
         link(project, env)
@@ -250,7 +241,7 @@ def test_large_blobs_go_through_bytestream(cache_url):
 @pytest.mark.slow
 def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
-    expected = project_with_objects(project, tc22)
+    expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2")
         builds_locally(project, env, expected, "remote_exec_timeout")
