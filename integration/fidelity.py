@@ -96,6 +96,14 @@ _VECTOR_REG = re.compile(r"%[xyz]mm\d")
 _PROMOTED = re.compile(r"\.llvm\.(\d+)(?=$|[^\w.])")
 
 
+LLVM = Path("/usr/lib/llvm-22/bin")  # what the package fidelity tests build and compare with
+OBJDUMP = str(LLVM / "llvm-objdump")
+
+
+def needs_llvm22() -> None:
+    require_llvm(LLVM)
+
+
 def require_llvm(bindir: Path) -> None:
     """Skip the calling test unless the LLVM tools a fidelity comparison needs are installed."""
     import pytest

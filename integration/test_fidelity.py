@@ -26,17 +26,12 @@ from pathlib import Path
 import pytest
 
 from . import debsrc, fidelity
+from .fidelity import LLVM, OBJDUMP, needs_llvm22
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
-LLVM = Path("/usr/lib/llvm-22/bin")
-OBJDUMP = str(LLVM / "llvm-objdump")
 CFLAGS = "-O2 -flto=thin"
 LDFLAGS = "-fuse-ld=lld -flto=thin -O2 -Wl,--thinlto-jobs=2"
 LUA_CFLAGS = f"{CFLAGS} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"  # CFLAGS= drops the target's SYSCFLAGS
-
-
-def needs_llvm22() -> None:
-    fidelity.require_llvm(LLVM)
 
 
 @dataclass(frozen=True)
@@ -102,6 +97,20 @@ def check_distributed(build: Build, outputs: list[str]) -> dict[str, dict]:
     return records
 
 
+def assert_same_code(package: str, build: Build, ours: Path, reference: Path, programs: tuple[str, ...],
+                     min_identical: int) -> None:
+    """Every function of each program the same in ours and in the in-process reference build;
+    more than min_identical of them, so the comparison saw the program's code."""
+    failures = []
+    for program in programs:
+        r = fidelity.compare(ours / program, reference / program, OBJDUMP)
+        text = report(f"{package} {program} {build.name} vs in-process", r, ours / program, reference / program)
+        assert r.identical > min_identical, text
+        if r.differing or r.only_a or r.only_b:
+            failures.append(text)
+    assert not failures, "\n\n".join(failures)
+
+
 def report(label: str, r: fidelity.Result, a: Path, b: Path) -> str:
     line = f"[fidelity] {label}: {r.summary()}"
     print("\n" + line, file=sys.stderr)
@@ -146,14 +155,7 @@ def test_lua(lua_tree: Path, lua_reference: Path, tmp_path: Path, backend_opts: 
     build = wrapper_build(tmp_path, backend_opts)
     ours = build_lua(lua_tree, tmp_path / "lua", build)
     check_distributed(build, ["lua", "luac"])
-    failures = []
-    for program in ("lua", "luac"):
-        r = fidelity.compare(ours / program, lua_reference / program, OBJDUMP)
-        text = report(f"lua5.4 {program} {build.name} vs in-process", r, ours / program, lua_reference / program)
-        assert r.identical > 300, text  # the comparison saw the program's code
-        if r.differing or r.only_a or r.only_b:
-            failures.append(text)
-    assert not failures, "\n\n".join(failures)
+    assert_same_code("lua5.4", build, ours, lua_reference, ("lua", "luac"), min_identical=300)
 
 
 # --- Debian zlib, ./configure --static ---
@@ -196,14 +198,7 @@ def test_zlib(zlib_tree: Path, zlib_reference: Path, tmp_path: Path, backend_opt
     build = wrapper_build(tmp_path, backend_opts)
     ours = build_zlib(zlib_tree, tmp_path / "zlib", build)
     check_distributed(build, list(ZLIB_PROGRAMS))
-    failures = []
-    for program in ZLIB_PROGRAMS:
-        r = fidelity.compare(ours / program, zlib_reference / program, OBJDUMP)
-        text = report(f"zlib {program} {build.name} vs in-process", r, ours / program, zlib_reference / program)
-        assert r.identical > 40, text
-        if r.differing or r.only_a or r.only_b:
-            failures.append(text)
-    assert not failures, "\n\n".join(failures)
+    assert_same_code("zlib", build, ours, zlib_reference, ZLIB_PROGRAMS, min_identical=40)
 
 
 # --- what the zlib comparison first found: a pulled-in archive member dropped by the final link ---

@@ -48,24 +48,20 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from . import debsrc, fidelity
+from .fidelity import LLVM, OBJDUMP, needs_llvm22
 
 pytestmark = pytest.mark.slow
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
-LLVM = Path("/usr/lib/llvm-22/bin")
-OBJDUMP = str(LLVM / "llvm-objdump")
 CFLAGS = "-O2 -flto=thin"
 ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "LIBS", "AR")
-
-
-def needs_llvm22() -> None:
-    fidelity.require_llvm(LLVM)
 
 
 # --- how a package is built ---
@@ -133,6 +129,13 @@ class Built:
 
 def copy_tree(src: Path, dest: Path) -> Path:
     return Path(shutil.copytree(src, dest, symlinks=True))
+
+
+def build_by_route(build: Callable[[Path, Path, Mode], Built], src: Path, factory: pytest.TempPathFactory,
+                   name: str, mode: Callable[[Path], Mode]) -> Built:
+    """build(src) by one route (wrapper_mode or shim_mode), in fresh directories called `name`."""
+    needs_llvm22()
+    return build(src, factory.mktemp(name) / src.name, mode(factory.mktemp(f"{name}-env")))
 
 
 # --- what ltowrap logged ---
@@ -279,17 +282,13 @@ def build_zlib(src: Path, dest: Path, mode: Mode, ldflags: str = "", check: bool
 
 @pytest.fixture(scope="module")
 def zlib_ltowrap(zlib_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    needs_llvm22()
-    return build_zlib(zlib_src, tmp_path_factory.mktemp("zlib-ltowrap") / "zlib",
-                      wrapper_mode(tmp_path_factory.mktemp("zlib-ltowrap-env")))
+    return build_by_route(build_zlib, zlib_src, tmp_path_factory, "zlib-ltowrap", wrapper_mode)
 
 
 @pytest.fixture(scope="module")
 def zlib_shims(zlib_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The other route: CC=clang-22 with ltowrap's shims first on PATH (configure, LDSHARED and make alike)."""
-    needs_llvm22()
-    return build_zlib(zlib_src, tmp_path_factory.mktemp("zlib-shims") / "zlib",
-                      shim_mode(tmp_path_factory.mktemp("zlib-shims-env")))
+    return build_by_route(build_zlib, zlib_src, tmp_path_factory, "zlib-shims", shim_mode)
 
 
 @pytest.mark.parametrize("route", ["zlib_ltowrap", "zlib_shims"], ids=["ltowrap-clang", "shims"])
@@ -353,21 +352,17 @@ def build_bzip2(src: Path, dest: Path, mode: Mode, check: bool = True) -> Built:
 
 
 @pytest.fixture(scope="module")
-def bzip2_ltowrap(bzip2_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    needs_llvm22()
-    return build_bzip2(bzip2_src, tmp_path_factory.mktemp("bzip2-shims") / "bzip2",
-                       shim_mode(tmp_path_factory.mktemp("bzip2-shims-env")))
+def bzip2_shims(bzip2_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_by_route(build_bzip2, bzip2_src, tmp_path_factory, "bzip2-shims", shim_mode)
 
 
 @pytest.fixture(scope="module")
 def bzip2_wrapper(bzip2_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The other route: CC=ltowrap-clang on make's command line, no shims on PATH."""
-    needs_llvm22()
-    return build_bzip2(bzip2_src, tmp_path_factory.mktemp("bzip2-ltowrap") / "bzip2",
-                       wrapper_mode(tmp_path_factory.mktemp("bzip2-ltowrap-env")))
+    return build_by_route(build_bzip2, bzip2_src, tmp_path_factory, "bzip2-ltowrap", wrapper_mode)
 
 
-@pytest.mark.parametrize("route", ["bzip2_ltowrap", "bzip2_wrapper"], ids=["shims", "ltowrap-clang"])
+@pytest.mark.parametrize("route", ["bzip2_shims", "bzip2_wrapper"], ids=["shims", "ltowrap-clang"])
 def test_bzip2(route: str, request: pytest.FixtureRequest) -> None:
     built: Built = request.getfixturevalue(route)
     tree = built.tree
@@ -391,15 +386,15 @@ def test_bzip2(route: str, request: pytest.FixtureRequest) -> None:
     assert subprocess.run([tree / "bzip2", "-d"], input=packed, capture_output=True, check=True).stdout == sample
 
 
-def test_bzip2_fidelity(bzip2_src: Path, bzip2_ltowrap: Built, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_bzip2_fidelity(bzip2_src: Path, bzip2_shims: Built, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     ref_mode = reference_mode()
     # Makefile-libbz2_so links with $(CC) alone, so -fuse-ld=lld goes into CC.
     ref_mode = Mode(ref_mode.name, f"{ref_mode.cc} -fuse-ld=lld", ref_mode.env, None)
     ref = build_bzip2(bzip2_src, tmp_path / "bzip2", ref_mode, check=False)
-    cmp = compare(bzip2_ltowrap.tree, ref.tree, BZIP2_LINKS)
-    summary(capsys, "bzip2", bzip2_ltowrap, ref, cmp)
+    cmp = compare(bzip2_shims.tree, ref.tree, BZIP2_LINKS)
+    summary(capsys, "bzip2", bzip2_shims, ref, cmp)
     assert cmp.identical > 120 and not cmp.differing and not cmp.unmatched, cmp.text()
-    assert dynamic_symbols(bzip2_ltowrap.tree / "libbz2.so.1.0.8") == dynamic_symbols(ref.tree / "libbz2.so.1.0.8")
+    assert dynamic_symbols(bzip2_shims.tree / "libbz2.so.1.0.8") == dynamic_symbols(ref.tree / "libbz2.so.1.0.8")
 
 
 # --- xz-utils: autoconf + libtool ---
@@ -434,9 +429,7 @@ def build_xz(src: Path, dest: Path, mode: Mode, ldflags: str = "", check: bool =
 
 @pytest.fixture(scope="module")
 def xz_ltowrap(xz_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    needs_llvm22()
-    return build_xz(xz_src, tmp_path_factory.mktemp("xz-ltowrap") / "xz-utils",
-                    wrapper_mode(tmp_path_factory.mktemp("xz-ltowrap-env")))
+    return build_by_route(build_xz, xz_src, tmp_path_factory, "xz-ltowrap", wrapper_mode)
 
 
 def test_xz(xz_ltowrap: Built) -> None:
