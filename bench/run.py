@@ -272,7 +272,7 @@ def clean_env(cache_root: Path) -> dict[str, str]:
     """The caller's environment without ltowrap or make settings; ltowrap's cache in cache_root."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    return env | {"LTOWRAP_DIR": str(cache_root / "ltowrap-cache"), "LTOWRAP_CONFIG": str(cache_root / "none.toml"),
+    return env | {"LTOWRAP_CACHE_DIR": str(cache_root / "ltowrap-cache"), "LTOWRAP_CONFIG": str(cache_root / "none.toml"),
                   "LTOWRAP_PROGRESS": "0", "LC_ALL": "C"}
 
 
@@ -441,7 +441,7 @@ def _drop_local_objects(b: Bench) -> None:
     never linked them. `ltowrap cache clear` would also drop the compile records, and so
     change every backend's options and its action."""
     for kind in ("o", "t"):
-        shutil.rmtree(Path(b.env["LTOWRAP_DIR"]) / kind, ignore_errors=True)
+        shutil.rmtree(Path(b.env["LTOWRAP_CACHE_DIR"]) / kind, ignore_errors=True)
 
 
 def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:

@@ -105,12 +105,33 @@ def needs_llvm22() -> None:
 
 
 def require_llvm(bindir: Path) -> None:
-    """Skip the calling test unless the LLVM tools a fidelity comparison needs are installed."""
-    import pytest
+    """The LLVM tools a fidelity comparison needs, or needs.missing naming the one not installed."""
+    from needs import missing
 
     for tool in ("clang", "ld.lld", "llvm-objdump", "llvm-nm"):
         if not (bindir / tool).exists():
-            pytest.skip(f"{bindir / tool} not installed")
+            missing(str(bindir / tool), "dev/setup installs clang, lld and llvm of this version")
+
+
+def record_less_cc(directory: Path, ltowrap_clang: str | Path) -> Path:
+    """A CC that compiles with the real clang 22 (so ltowrap records no options) and links
+    through ltowrap-clang: every module of every link then has no record, as for objects
+    built before ltowrap was installed or restored by ccache after `ltowrap cache clear`."""
+    cc = directory / "record-less-cc"
+    cc.write_text(f"""#!/bin/sh
+for a; do
+    case $a in -c | -S | -E) exec {LLVM / "clang"} "$@" ;; esac
+done
+exec {ltowrap_clang} "$@"
+""")
+    cc.chmod(0o755)
+    return cc
+
+
+def recorded_backends(records: list[dict]) -> list[str]:
+    """Modules of distributed links that did have an option record (should be none)."""
+    return [b["module"] for r in records if r.get("decision") == "distributed"
+            for b in r["backends"] if b.get("recorded") is not False]
 
 
 class Binary:

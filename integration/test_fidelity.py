@@ -10,6 +10,14 @@ compared). Run with -s to see the counts and build times.
 
 Projects: Debian lua5.4 with its upstream Makefile (lua and luac) and Debian zlib with
 its own ./configure --static (example and minigzip, which link libz.a).
+
+Also built through ltowrap:
+- with no option records at all (`no-records`): the compiles run the real clang, the
+  links ltowrap-clang (fidelity.record_less_cc), so every module is compiled with what
+  it says of itself (its triple; in-process ThinLTO's options otherwise);
+- as FatLTO objects (`-ffat-lto-objects`, linked with -Wl,--fat-lto-objects): the
+  bitcode in each object's .llvm.lto section is what both links compile; the reference
+  is an in-process build with the same flags.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from . import debsrc, fidelity
-from .fidelity import LLVM, OBJDUMP, needs_llvm22
+from .fidelity import LLVM, OBJDUMP, needs_llvm22, record_less_cc, recorded_backends
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 CFLAGS = "-O2 -flto=thin"
@@ -42,6 +50,8 @@ class Build:
     cc: str
     env: dict[str, str]
     log: Path | None  # ltowrap's JSON lines, for the wrapper build
+    cflags: str = ""  # beyond CFLAGS / LDFLAGS
+    ldflags: str = ""
 
 
 def clean_env() -> dict[str, str]:
@@ -49,18 +59,24 @@ def clean_env() -> dict[str, str]:
             if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CFLAGS", "LDFLAGS", "CC")}
 
 
-def wrapper_build(tmp: Path, backend_opts: str) -> Build:
+def wrapper_build(tmp: Path, variant: str, cflags: str = "", ldflags: str = "") -> Build:
+    """`module` or `link` (LTOWRAP_BACKEND_OPTS), or `no-records` (compiles by the real clang)."""
+    tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "ltowrap.log"
     env = clean_env() | {
-        "LTOWRAP_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_CLANG": str(LLVM / "clang"), "LTOWRAP_LOG": str(log),
-        "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "LTOWRAP_JOBS": "2", "LTOWRAP_BACKEND_OPTS": backend_opts,
+        "LTOWRAP_CACHE_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_CLANG": str(LLVM / "clang"), "LTOWRAP_LOG": str(log),
+        "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "LTOWRAP_JOBS": "2",
+        "LTOWRAP_BACKEND_OPTS": "link" if variant == "link" else "module",
     }
-    return Build(f"ltowrap ({backend_opts})", str(SCRIPTS / "ltowrap-clang"), env, log)
+    cc = SCRIPTS / "ltowrap-clang"
+    if variant == "no-records":
+        cc = record_less_cc(tmp, cc)
+    return Build(f"ltowrap ({variant})", str(cc), env, log, cflags, ldflags)
 
 
-def reference_build() -> Build:
+def reference_build(cflags: str = "", ldflags: str = "") -> Build:
     # LTOWRAP_DISABLE: even if ltowrap's PATH shims are about, this build is in-process LTO.
-    return Build("in-process", str(LLVM / "clang"), clean_env() | {"LTOWRAP_DISABLE": "1"}, None)
+    return Build("in-process", str(LLVM / "clang"), clean_env() | {"LTOWRAP_DISABLE": "1"}, None, cflags, ldflags)
 
 
 def run(argv: list[str], cwd: Path, build: Build, extra_env: dict[str, str] | None = None) -> None:
@@ -94,6 +110,11 @@ def check_distributed(build: Build, outputs: list[str]) -> dict[str, dict]:
         assert out in records, f"ltowrap logged no link of {out}"
         assert records[out]["decision"] == "distributed", (out, records[out]["reason"])
         assert records[out]["backend_compiles"] > 0, out
+    if "no-records" in build.name:
+        assert not recorded_backends(list(records.values())), "a module had an option record"
+    if "--fat-lto-objects" in build.ldflags:
+        for out in outputs:
+            assert "--fat-lto-objects" in records[out]["argv"], records[out]["argv"]
     return records
 
 
@@ -134,7 +155,8 @@ def lua_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def build_lua(tree: Path, dest: Path, build: Build) -> Path:
     debsrc.run(["cp", "-a", str(tree), str(dest)])
     src = dest
-    argv = ["make", "-C", "src", "-j2", "linux", f"CC={build.cc}", f"CFLAGS={LUA_CFLAGS}", f"MYLDFLAGS={LDFLAGS}"]
+    argv = ["make", "-C", "src", "-j2", "linux", f"CC={build.cc}", f"CFLAGS={LUA_CFLAGS} {build.cflags}".strip(),
+            f"MYLDFLAGS={LDFLAGS} {build.ldflags}".strip()]
     timed(f"lua5.4 {build.name}", lambda: run(argv, src, build))
     lua = src / "src" / "lua"
     out = subprocess.run([lua, "-e", "print(string.format('%d %s', 6 * 7, ('ok'):upper()))"],
@@ -150,9 +172,9 @@ def lua_reference(lua_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend_opts", ["module", "link"])
-def test_lua(lua_tree: Path, lua_reference: Path, tmp_path: Path, backend_opts: str) -> None:
-    build = wrapper_build(tmp_path, backend_opts)
+@pytest.mark.parametrize("variant", ["module", "link", "no-records"])
+def test_lua(lua_tree: Path, lua_reference: Path, tmp_path: Path, variant: str) -> None:
+    build = wrapper_build(tmp_path, variant)
     ours = build_lua(lua_tree, tmp_path / "lua", build)
     check_distributed(build, ["lua", "luac"])
     assert_same_code("lua5.4", build, ours, lua_reference, ("lua", "luac"), min_identical=300)
@@ -171,7 +193,7 @@ def zlib_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def build_zlib(tree: Path, dest: Path, build: Build) -> Path:
     debsrc.run(["cp", "-a", str(tree), str(dest)])
     # Only the static parts: zlib.map needs -Wl,--undefined-version with lld >= 17 for libz.so.
-    conf = {"CC": build.cc, "CFLAGS": CFLAGS, "LDFLAGS": LDFLAGS}
+    conf = {"CC": build.cc, "CFLAGS": f"{CFLAGS} {build.cflags}".strip(), "LDFLAGS": f"{LDFLAGS} {build.ldflags}".strip()}
 
     def configure_and_make() -> None:
         run(["./configure", "--static"], dest, build, conf)
@@ -193,12 +215,54 @@ def zlib_reference(zlib_tree: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend_opts", ["module", "link"])
-def test_zlib(zlib_tree: Path, zlib_reference: Path, tmp_path: Path, backend_opts: str) -> None:
-    build = wrapper_build(tmp_path, backend_opts)
+@pytest.mark.parametrize("variant", ["module", "link", "no-records"])
+def test_zlib(zlib_tree: Path, zlib_reference: Path, tmp_path: Path, variant: str) -> None:
+    build = wrapper_build(tmp_path, variant)
     ours = build_zlib(zlib_tree, tmp_path / "zlib", build)
     check_distributed(build, list(ZLIB_PROGRAMS))
     assert_same_code("zlib", build, ours, zlib_reference, ZLIB_PROGRAMS, min_identical=40)
+
+
+# --- FatLTO: -ffat-lto-objects, linked with -Wl,--fat-lto-objects ---
+
+FAT_CFLAGS, FAT_LDFLAGS = "-ffat-lto-objects", "-Wl,--fat-lto-objects"
+
+
+def check_fatlto(package: str, build_fn, tree: Path, tmp_path: Path, fat_objects: tuple[str, ...],
+                 programs: tuple[str, ...], archive: str, min_identical: int) -> Path:
+    """Build `tree` FatLTO through ltowrap: the objects really are fat (native ELF with a
+    .llvm.lto section), every program's link was distributed with --fat-lto-objects and
+    compiled members of `archive`, and their code is in-process FatLTO's, function by
+    function. The build directory (for the package's own tests)."""
+    from ltowrap import elf
+
+    build = wrapper_build(tmp_path / "ours", "module", FAT_CFLAGS, FAT_LDFLAGS)
+    ours = build_fn(tree, tmp_path / package, build)
+    for obj in fat_objects:
+        assert elf.section((ours / obj).read_bytes(), elf.LLVM_LTO) is not None, obj
+    records = check_distributed(build, list(programs))
+    for program in programs:
+        assert any(b["module"].startswith(f"{archive}(") for b in records[program]["backends"]), program
+    reference = build_fn(tree, tmp_path / f"{package}-ref", reference_build(FAT_CFLAGS, FAT_LDFLAGS))
+    assert_same_code(f"{package} FatLTO", build, ours, reference, programs, min_identical)
+    return ours
+
+
+@pytest.mark.slow
+def test_lua_fatlto(lua_tree: Path, tmp_path: Path) -> None:
+    from .test_lua import EXERCISE, EXPECTED
+
+    needs_llvm22()
+    ours = check_fatlto("lua5.4", build_lua, lua_tree, tmp_path, ("lapi.o", "lua.o"), ("lua", "luac"), "liblua.a",
+                        min_identical=300)
+    assert subprocess.run([ours / "lua", EXERCISE], check=True, capture_output=True, text=True).stdout == EXPECTED
+
+
+@pytest.mark.slow
+def test_zlib_fatlto(zlib_tree: Path, tmp_path: Path) -> None:
+    needs_llvm22()  # build_zlib runs example and minigzip (zlib's `make test`) on the result
+    check_fatlto("zlib", build_zlib, zlib_tree, tmp_path, ("inflate.o", "example.o"), ZLIB_PROGRAMS, "libz.a",
+                 min_identical=40)
 
 
 # --- what the zlib comparison first found: a pulled-in archive member dropped by the final link ---

@@ -9,9 +9,6 @@ The upstream link lines carry no CFLAGS, so ltowrap sees a plain `cc -o lua lua.
 liblua.a` with bitcode inputs and switches it to lld itself. liblua.a is made by GNU ar.
 `lua` (linked with -Wl,-E) pulls every archive member; `luac` only the core and lauxlib,
 so its log line has more `modules` (bitcode inputs) than backend compiles.
-
-test_rebuild_hits_cache turns two known ltowrap bugs into xfail when it sees their exact
-symptoms (BUG_*), so it passes once they are fixed and fails on anything else.
 """
 
 from __future__ import annotations
@@ -26,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from needs import missing
 
 from . import debsrc
 
@@ -53,17 +52,6 @@ integer float nil true 4.0 0.500 2.5 7 2 1024 -1
 true 0,2,19,41,75,75,82,107 953 846117
 fig date kiwi pear apple banana
 """
-# Known ltowrap bugs this test tolerates (xfail) when it sees their exact symptom.
-BUG_CACHED_THINLINK = (
-    "ltowrap bug: a relink whose thin-link result is cached falls back ('cache or file error: No such "
-    "file or directory'): Executor.run writes cached backend objects into <workdir>/idx/..., a "
-    "directory only a thin-link run creates"
-)
-BUG_EMPTY_FULL_LTO = (
-    "ltowrap bug: the cold link adds lld's empty regular-LTO object (ld-temp.o) to the final link, a "
-    "relink with a cached thin-link does not, so the binaries (and build-ids) differ"
-)
-
 
 @dataclass(frozen=True)
 class Toolchain:
@@ -77,7 +65,7 @@ class Toolchain:
 def llvm_bin(version: int) -> Path:
     path = Path(f"/usr/lib/llvm-{version}/bin")
     if not (path / "clang").exists() or not (path / "ld.lld").exists():
-        pytest.skip(f"clang/lld {version} not installed")
+        missing(f"clang/lld {version} ({path})", f"dev/setup installs clang-{version} and lld-{version}")
     return path
 
 
@@ -85,7 +73,7 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     """The caller's environment without ltowrap or make settings, plus a fresh cache."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    env.update(LTOWRAP_DIR=str(tmp_path / "ltowrap-cache"), LTOWRAP_JOBS="2",
+    env.update(LTOWRAP_CACHE_DIR=str(tmp_path / "ltowrap-cache"), LTOWRAP_JOBS="2",
                LTOWRAP_CONFIG=str(tmp_path / "no-config.toml"))  # ignore ~/.config/ltowrap.toml
     return env
 
@@ -102,7 +90,7 @@ def shim_toolchain(tmp_path: Path, cc: str) -> Toolchain:
     env = base_env(tmp_path)
     real = shutil.which(cc, path=env["PATH"])
     if real is None:
-        pytest.skip(f"no {cc} on PATH")
+        missing(f"{cc} on PATH")
     shims = subprocess.run([str(SCRIPTS / "ltowrap"), "shims"], check=True, capture_output=True, text=True).stdout.strip()
     env["PATH"] = shims + os.pathsep + env["PATH"]
     return Toolchain(cc, Path(os.path.realpath(real)).parent, env)
@@ -208,8 +196,8 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
 
     second_links = links(tmp_path / "second.log")
     r = second_links["lua"]
-    if r["decision"] == "fallback" and r["thinlink_cached"] and "No such file or directory" in (r["reason"] or ""):
-        pytest.xfail(BUG_CACHED_THINLINK)
+    # Once a bug: a relink whose thin-link was cached fell back (its objects' directory
+    # was made only by a thin-link run). Now both relinks are distributed from the caches.
     for name, rec in second_links.items():
         assert rec["decision"] == "distributed", (name, rec["reason"])
         assert rec["backend_compiles"] == 0 and rec["backend_hits"] == len(rec["backends"]), name
@@ -221,10 +209,9 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
     assert s["links_distributed"] == 4 and s["links_fallback"] == 0
     assert s["thinlink_hits"] == 2
 
-    again = (lua_src / "src" / "lua").read_bytes()
-    if again != first and b"ld-temp.o" in first and b"ld-temp.o" not in again:
-        pytest.xfail(BUG_EMPTY_FULL_LTO)
-    assert again == first
+    # Once a bug: the cold link added lld's empty regular-LTO object (ld-temp.o) to the
+    # final link and the cached relink did not, so the binaries differed.
+    assert (lua_src / "src" / "lua").read_bytes() == first
 
 
 def test_one_file_edit_recompiles_only_what_depends_on_it(lua_src: Path, tmp_path: Path) -> None:

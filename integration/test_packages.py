@@ -40,6 +40,7 @@ thin-link passed -import-declaration (LLVM >= 19).
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
@@ -54,8 +55,10 @@ from pathlib import Path
 
 import pytest
 
+from needs import missing
+
 from . import debsrc, fidelity
-from .fidelity import LLVM, OBJDUMP, needs_llvm22
+from .fidelity import LLVM, OBJDUMP, needs_llvm22, record_less_cc, recorded_backends
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +88,7 @@ def clean_env() -> dict[str, str]:
 
 
 def ltowrap_env(tmp: Path) -> dict[str, str]:
-    return clean_env() | {"LTOWRAP_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_JOBS": "2",
+    return clean_env() | {"LTOWRAP_CACHE_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_JOBS": "2",
                           "LTOWRAP_CONFIG": str(tmp / "no-config.toml")}  # not ~/.config/ltowrap
 
 
@@ -96,12 +99,19 @@ def wrapper_mode(tmp: Path) -> Mode:
     return Mode("ltowrap-clang", str(SCRIPTS / "ltowrap-clang"), env, tmp)
 
 
+def record_less_mode(tmp: Path) -> Mode:
+    """Compiles by the real clang 22, links through ltowrap-clang: no module has a record."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = ltowrap_env(tmp) | {"LTOWRAP_CLANG": str(LLVM / "clang")}
+    return Mode("no-records", str(record_less_cc(tmp, SCRIPTS / "ltowrap-clang")), env, tmp)
+
+
 def shim_mode(tmp: Path) -> Mode:
     """CC=clang-22 with `ltowrap shims` first on PATH."""
     tmp.mkdir(parents=True, exist_ok=True)
     env = ltowrap_env(tmp)
     if shutil.which("clang-22", path=env.get("PATH")) is None:
-        pytest.skip("no clang-22 on PATH")
+        missing("clang-22 on PATH", "dev/setup installs clang-22")
     shims = subprocess.run([str(SCRIPTS / "ltowrap"), "shims"], check=True, capture_output=True, text=True).stdout.strip()
     env["PATH"] = shims + os.pathsep + env.get("PATH", "")
     return Mode("shims", "clang-22", env, tmp)
@@ -454,13 +464,33 @@ def test_xz(xz_ltowrap: Built) -> None:
     assert subprocess.run([tree / "src/xz/xz", "-dc"], input=packed, capture_output=True, check=True).stdout == data
 
 
-def test_xz_fidelity(xz_src: Path, xz_ltowrap: Built, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.fixture(scope="module")
+def xz_reference(xz_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    needs_llvm22()
+    return build_xz(xz_src, tmp_path_factory.mktemp("xz-ref") / "xz-utils", reference_mode(), ldflags="-fuse-ld=lld",
+                    check=False)
+
+
+@pytest.fixture(scope="module")
+def xz_record_less(xz_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """xz-utils with no option record for any module (the objects compiled by plain clang)."""
+    return build_by_route(functools.partial(build_xz, check=False), xz_src, tmp_path_factory, "xz-norecords",
+                          record_less_mode)
+
+
+@pytest.mark.parametrize("route", ["xz_ltowrap", "xz_record_less"], ids=["records", "no-records"])
+def test_xz_fidelity(route: str, xz_reference: Built, request: pytest.FixtureRequest,
+                     capsys: pytest.CaptureFixture) -> None:
     """xz (static, from liblzma.a) and liblzma.so against in-process ThinLTO."""
-    ref = build_xz(xz_src, tmp_path / "xz-utils", reference_mode(), ldflags="-fuse-ld=lld", check=False)
+    ours: Built = request.getfixturevalue(route)
+    ref = xz_reference
     # the same configure results, or the comparison would compare different programs
-    assert (xz_ltowrap.tree / "config.h").read_text() == (ref.tree / "config.h").read_text()
-    cmp = compare(xz_ltowrap.tree, ref.tree, ["src/xz/xz", XZ_SO])
-    summary(capsys, "xz-utils", xz_ltowrap, ref, cmp)
-    assert dynamic_symbols(xz_ltowrap.tree / XZ_SO) == dynamic_symbols(ref.tree / XZ_SO)
+    assert (ours.tree / "config.h").read_text() == (ref.tree / "config.h").read_text()
+    if route == "xz_record_less":
+        links = check_links(ours, [XZ_SO, "src/xz/xz"])
+        assert not recorded_backends(links.all), "a module had an option record"
+    cmp = compare(ours.tree, ref.tree, ["src/xz/xz", XZ_SO])
+    summary(capsys, f"xz-utils ({ours.mode.name})", ours, ref, cmp)
+    assert dynamic_symbols(ours.tree / XZ_SO) == dynamic_symbols(ref.tree / XZ_SO)
     assert cmp.identical > 600 and not cmp.unmatched, cmp.text()
     assert not cmp.differing, cmp.text()

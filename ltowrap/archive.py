@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import Unsupported
+from .errors import Reason, Unsupported
 from .magic import ARCHIVE, THIN_ARCHIVE
 
 _HEADER = 60
@@ -36,7 +36,7 @@ class Member:
             with open(self.path, "rb") as f:
                 return f.read()
         except OSError as e:
-            raise Unsupported(f"thin archive member {self.path!r} unreadable: {e.strerror}") from e
+            raise Unsupported(Reason.UNREADABLE_INPUT, f"thin archive member {self.path!r} unreadable: {e.strerror}") from e
 
 
 def read_members(path: str) -> list[Member]:
@@ -45,10 +45,10 @@ def read_members(path: str) -> list[Member]:
         with open(path, "rb") as f:
             blob = f.read()
     except OSError as e:
-        raise Unsupported(f"cannot read archive {path!r}: {e.strerror}") from e
+        raise Unsupported(Reason.UNREADABLE_INPUT, f"cannot read archive {path!r}: {e.strerror}") from e
     thin = blob.startswith(THIN_ARCHIVE)
     if not (thin or blob.startswith(ARCHIVE)):
-        raise Unsupported(f"{path!r} is not an archive")
+        raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r} is not an archive")
     base = os.path.dirname(path)
     members: list[Member] = []
     longnames = b""
@@ -59,18 +59,18 @@ def read_members(path: str) -> list[Member]:
             continue
         header = blob[pos : pos + _HEADER]
         if len(header) < _HEADER or header[58:60] != b"`\n":
-            raise Unsupported(f"malformed archive {path!r}: bad member header at offset {pos}")
+            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member header at offset {pos}")
         raw_name = header[:16].decode("latin-1").rstrip(" ")
         size_field = header[48:58].decode("latin-1").strip()
         if not size_field.isdigit() or not size_field.isascii():
-            raise Unsupported(f"malformed archive {path!r}: bad member size at offset {pos}")
+            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member size at offset {pos}")
         size = int(size_field)
         data_start = pos + _HEADER
         special = raw_name in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED")
         # In a thin archive only the tables carry data.
         stored = size if (not thin or special) else 0
         if data_start + stored > len(blob):
-            raise Unsupported(f"malformed archive {path!r}: member at offset {pos} is truncated")
+            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: member at offset {pos} is truncated")
         data = blob[data_start : data_start + stored]
         pos = data_start + stored + (stored & 1)
         if raw_name == "//":
@@ -92,16 +92,36 @@ def read_members(path: str) -> list[Member]:
 def _member_name(raw: str, data: bytes, longnames: bytes, path: str) -> tuple[str, bytes]:
     if raw.startswith("#1/"):  # BSD: the name leads the data
         if not raw[3:].isdigit() or int(raw[3:]) > len(data):
-            raise Unsupported(f"malformed archive {path!r}: bad BSD name length {raw!r}")
+            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad BSD name length {raw!r}")
         n = int(raw[3:])
         return data[:n].rstrip(b"\0").decode("utf-8", "surrogateescape"), data[n:]
     if raw.startswith("/") and raw[1:].isdigit():
         offset = int(raw[1:])
         end = longnames.find(b"/\n", offset)
         if offset >= len(longnames) or end < 0:
-            raise Unsupported(f"malformed archive {path!r}: bad long-name offset {offset}")
+            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad long-name offset {offset}")
         return longnames[offset:end].decode("utf-8", "surrogateescape"), data
     return raw[:-1] if raw.endswith("/") else raw, data
+
+
+def may_hold_fat_member(path: str) -> bool:
+    """Could this archive hold a FatLTO member (an ELF object with a `.llvm.lto` section)?
+
+    A necessary condition, read in one pass: the section's name appears in the archive (or,
+    for a thin archive, in a member). False for libc.a and every other archive of plain
+    objects, whose members then stay unread.
+    """
+    from .elf import LLVM_LTO
+
+    marker = LLVM_LTO + b"\0"  # as the section name table stores it
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+        if blob.startswith(ARCHIVE):
+            return marker in blob
+        return any(marker in m.read() for m in read_members(path))
+    except (OSError, Unsupported):
+        return False
 
 
 def has_bitcode_member(path: str) -> bool:

@@ -4,7 +4,11 @@ Order matters (clang takes the last of conflicting flags):
   1. what in-process lld would use: -O from --lto-O / -plugin-opt=O (default 2), the CPU
      from -plugin-opt=mcpu=, function and data sections (lld always sets both);
   2. the options the module was compiled with (records.py), unless backend_opts = link:
-     a file built -O1 or -fno-unroll-loops keeps that;
+     a file built -O1 or -fno-unroll-loops keeps that. A module without a record gets
+     what in-process ThinLTO takes from the module itself (module_options): its own
+     triple and, where the link leaves the relocation model to the module (-r), the
+     one its "PIC Level"/"PIE Level" flags say; clang reads the code model and the
+     other codegen flags from the module as lld does;
   3. what the link forces on every module: the relocation model of the output (PIC for
      -shared, PIE for -pie, static otherwise; left to the module for -r), target
      features, -mllvm options, the sample profile.
@@ -16,7 +20,12 @@ import os
 
 from dataclasses import dataclass
 
+from . import irmodule
+from .bitcode import BadBitcode
 from .cmdline import LinkCommand
+from .errors import Reason, Unsupported
+from .fsutil import read_bytes
+from .irmodule import ModuleFacts
 from .plan import Module
 
 BACKEND_FAILURE = "Error running ThinLTO backend"
@@ -42,6 +51,44 @@ def forced_options(cmd: LinkCommand) -> list[str]:
     if cmd.lto.sample_profile:
         opts.append(f"-fprofile-sample-use={os.path.abspath(cmd.lto.sample_profile)}")
     return opts
+
+
+# Architectures on which a module without a "PIC Level" flag is compiled static by
+# in-process LTO (the target's default relocation model; LTOBackend leaves it open).
+STATIC_BY_DEFAULT = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm", "thumb", "riscv")
+
+
+def module_options(facts: ModuleFacts, relocation: bool) -> list[str]:
+    """What in-process ThinLTO takes from a module that carries no option record.
+
+    Its triple (clang would otherwise override it with its own default, and warn), and,
+    with `relocation` (the link leaves the model to the module, as lld does for -r),
+    the relocation model its flags say: LTOBackend's createTargetMachine makes it
+    static without a "PIC Level" flag or at level 0, PIC otherwise; -fpie/-fPIE/-fpic/
+    -fPIC give clang -x ir the same PIC model, and the level itself comes from the
+    module. Unsupported if that model cannot be told.
+    """
+    opts = [f"--target={facts.triple}"] if facts.triple else []
+    if not relocation:
+        return opts
+    pic, pie = facts.flag("PIC Level"), facts.flag("PIE Level")
+    if pic is None and not facts.triple.startswith(STATIC_BY_DEFAULT):
+        raise Unsupported(Reason.MODULE_FACTS, f"no \"PIC Level\" in a module for {facts.triple or 'no triple'}")
+    if not pic:
+        opts.append("-fno-pic")
+    elif pie:
+        opts.append("-fpie" if pie == 1 else "-fPIE")
+    else:
+        opts.append("-fpic" if pic == 1 else "-fPIC")
+    return opts
+
+
+def read_facts(module: Module, flags: bool) -> ModuleFacts | None:
+    """The module's facts (its flags too, if asked), or None if its bitcode cannot be read."""
+    try:
+        return irmodule.read(read_bytes(module.path), flags)
+    except (BadBitcode, OSError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -71,6 +118,20 @@ class LinkBackend:
             *(recorded or []),
             *forced_options(self.command),
         ]
+
+    def unrecorded(self, module: Module) -> list[str]:
+        """The module's own options when it has no record (module_options).
+
+        A module that cannot be read keeps the driver's triple, as before; in a -r link,
+        where its relocation model must come from it, the link falls back instead.
+        """
+        relocation = self.command.relocatable
+        facts = read_facts(module, flags=relocation)
+        if facts is None:
+            if relocation:
+                raise Unsupported(Reason.MODULE_FACTS, f"cannot read the module flags of {module.origin}")
+            return []
+        return module_options(facts, relocation)
 
     def read_files(self) -> list[str]:
         """Files the compile reads besides the module, its shard and its imports."""

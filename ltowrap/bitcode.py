@@ -118,17 +118,6 @@ def _record(r: _Reader, abbrev: Abbrev) -> list[int]:
     return values
 
 
-def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
-    """What the backend key takes of a shard: its fingerprint's digest, or its raw bytes' digest
-    (path and all) when it cannot be read."""
-    from .cachekey import digest_bytes
-
-    try:
-        return "fingerprint:" + digest_bytes(fingerprint(shard, digest_of))
-    except (BadBitcode, OSError):
-        return "raw:" + digest_bytes(shard)
-
-
 @dataclass(frozen=True)
 class _Block:
     """Where a block lies, in bits from the start of the stream."""
@@ -161,6 +150,18 @@ def _stream(shard: bytes) -> bytes:
     return shard
 
 
+def _sub_block(r: _Reader) -> _Block:
+    """The block whose ENTER_SUBBLOCK abbreviation id was just read: its id, width and extent."""
+    bid, width = r.vbr(8), r.vbr(4)
+    r.align32()
+    length_at = r.pos
+    words = r.fixed(32)
+    block = _Block(bid, width, length_at, r.pos, r.pos + 32 * words)
+    if block.end > r.end:
+        raise BadBitcode("block runs past the end")
+    return block
+
+
 def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, list[Abbrev]], visitor: _Visitor) -> None:
     abbrevs: list[Abbrev] = list(blockinfo.get(block.bid, [])) if block is not None else []
     current_bid: int | None = None
@@ -170,15 +171,9 @@ def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, lis
             r.align32()
             return
         if code == 1:  # ENTER_SUBBLOCK
-            bid, new_width = r.vbr(8), r.vbr(4)
-            r.align32()
-            length_at = r.pos
-            words = r.fixed(32)
-            sub = _Block(bid, new_width, length_at, r.pos, r.pos + 32 * words)
-            if sub.end > r.end:
-                raise BadBitcode("block runs past the end")
+            sub = _sub_block(r)
             if visitor.enter(sub):
-                _walk(_Reader(r.data, sub.start, sub.end), new_width, sub, blockinfo, visitor)
+                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, blockinfo, visitor)
                 visitor.leave(sub)
             r.pos = sub.end
             continue

@@ -11,6 +11,7 @@ Layout under the cache directory (created 0700, files 0600):
     r/xx/<digest>       per-module compile options (records.py); not trimmed by size
     c/xx/<key>          `clang --version` under the stat identity of the compiler's files
     stats/              counters (stats.py)
+    locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)
     tmp/                per-link working directories
 An entry is written to a temp file and renamed into place, so it is seen whole or not
 at all; its checksum is verified on every read, and a bad entry is removed and counts
@@ -19,7 +20,6 @@ as a miss. Hits refresh the file's mtime, which is the LRU order used by evictio
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import xxhash
 
-from . import fsutil
+from . import fsutil, locks
+from .locks import Claims, LockDir
 from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
@@ -118,6 +119,8 @@ class Cache:
         self.max_size = max_size
         self.stored = False
         self.write_error: str | None = None
+        self.locks = LockDir(locks.directory(root))  # this machine's slots and claims (opened on first use)
+        self.claims = Claims(self.locks)
 
     def path(self, kind: str, key: str, suffix: str = "") -> str:
         if kind == MODULES:
@@ -136,8 +139,8 @@ class Cache:
         return tempfile.mkdtemp(prefix=f"link-{os.getpid()}-", dir=self.tmp_dir())
 
     def remove_stale_workdirs(self) -> int:
-        """Remove what killed or finished processes left in tmp/: work directories, markers."""
-        removed = 0
+        """Remove what killed or finished processes left in tmp/ (work directories, markers) and their claims."""
+        removed = locks.sweep(self.locks.path)
         tmp = os.path.join(self.root, "tmp")
         try:
             names = os.listdir(tmp)
@@ -241,16 +244,19 @@ class Cache:
             self.stats.add("bad_entries")
         except OSError:
             pass
-        if not self._write(path, data):
-            raise OSError(errno.EIO, f"cannot write {path}: {self.write_error}")
+        # Raised as it came (ENOSPC, EROFS, ...): the link cannot go on without its module,
+        # and the pipeline tells a cache it cannot write from a bad input by the errno.
+        self._write(path, data, raise_error=True)
         return path
 
-    def _write(self, path: str, blob: bytes) -> bool:
+    def _write(self, path: str, blob: bytes, raise_error: bool = False) -> bool:
         try:
             fsutil.atomic_write(path, blob)
         except OSError as e:
             self.stats.add("cache_write_errors")
             self.write_error = e.strerror or str(e)
+            if raise_error:
+                raise
             return False
         self.stats.add("bytes_added", len(blob))
         self.stats.add("files_added")

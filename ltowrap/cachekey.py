@@ -1,29 +1,46 @@
-"""Tagged hashing: every field goes in behind its own tag and length, so fields cannot run together.
+"""Every cache-key recipe, on top of tagged hashing.
 
-With debug on, the hasher also keeps a readable list of what went in, which is how a
-user explains a miss (`ltowrap explain`, LTOWRAP_DEBUG=1): diff two dumps.
+In a cache, an ingredient forgotten in one recipe is a wrong hit, so every key is built
+here and nowhere else:
+- backend_key: one backend compile (the objects in o/);
+- thinlink_key: one thin-link (its shards, in t/);
+- shard_identity: what a backend key takes of an index shard;
+- compiler_identity / linker_identity: which tools produced an entry;
+- remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
+  Action itself from the same backend argv and shard).
+(A module's option record is found by records.record_key, which the sh entry computes too.)
+
+Every field goes in behind its own tag and length, so fields cannot run together. With
+debug on, the hasher also keeps a readable list of what went in, which is how a user
+explains a miss (`ltowrap explain`, LTOWRAP_DEBUG=1): diff two dumps.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable
+
 import xxhash
 
-# Bump when the key's recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-6"
+from . import bitcode, toolchain
+from .cache import TOOLCHAINS, Cache
+from .fsutil import read_bytes
+
+# Bump when a recipe or an entry's layout changes: old entries then simply miss.
+FORMAT_VERSION = "ltowrap-cache-7"
 
 
 def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def file_digests(known: dict[str, str] | None = None):
+def file_digests(known: dict[str, str] | None = None) -> Callable[[str], str]:
     """A memoised path -> digest of the file's bytes, seeded with digests already known."""
     memo = dict(known or {})
 
     def digest_of(path: str) -> str:
         if path not in memo:
-            with open(path, "rb") as f:
-                memo[path] = digest_bytes(f.read())
+            memo[path] = digest_bytes(read_bytes(path))
         return memo[path]
 
     return digest_of
@@ -43,5 +60,115 @@ class Hasher:
             shown = value if isinstance(value, str) else f"<{len(data)} bytes, xxh3 {digest_bytes(data)}>"
             self.dump.append(f"{tag}: {shown}")
 
+    def file(self, tag: str, path: str) -> None:
+        """A file by its contents (the path too: a missing file is a field of its own)."""
+        try:
+            self.field(tag, path + "\0" + digest_bytes(read_bytes(path)))
+        except OSError:
+            self.field("missing", path)
+
     def hexdigest(self) -> str:
         return self._h.hexdigest()
+
+
+# --- the tools -----------------------------------------------------------------------------------
+
+
+def _stamp(paths: Iterable[str]) -> str:
+    """Stat identity (size, mtime, inode) of files: changes when a package upgrade replaces them."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return "\0".join(out)
+
+
+def compiler_identity(clang: str, memo: Cache) -> str:
+    """`clang --version` and the stat identity of the files that make up the compiler.
+
+    Running clang costs ~30 ms, so the answer is kept in the cache (c/) under the stat
+    identity of the driver and of the LLVM libraries beside it, and asked again only when
+    one of them changes.
+    """
+    stamp = _stamp(toolchain.compiler_files(clang))
+    key = digest_bytes(stamp.encode())
+    entry = memo.get(TOOLCHAINS, key)
+    if entry is not None:
+        return entry.payload.decode()
+    identity = f"{stamp}\0{toolchain.version_text(clang)}"
+    memo.put(TOOLCHAINS, key, {}, identity.encode())
+    return identity
+
+
+def compiler_version(identity: str) -> str:
+    """The `clang --version` text inside a compiler identity."""
+    return identity.rsplit("\0", 1)[-1]
+
+
+def linker_identity(ld: str) -> str:
+    return _stamp([os.path.realpath(ld)])
+
+
+def remote_platform(identity: str, os_family: str) -> dict[str, str]:
+    """Platform properties of a remote Action: they pin the toolchain (and so are part of its key)."""
+    lines = compiler_version(identity).strip().splitlines()
+    return {"OSFamily": os_family, "ltowrap-toolchain": lines[0] if lines else "unknown"}
+
+
+# --- the recipes -----------------------------------------------------------------------------------
+
+
+def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
+    """What the backend key takes of an index shard: its fingerprint's digest (bitcode.fingerprint,
+    the shard with module paths replaced by content digests), or its raw bytes' digest (path
+    and all) when it cannot be read."""
+    try:
+        return "fingerprint:" + digest_bytes(bitcode.fingerprint(shard, digest_of))
+    except (bitcode.BadBitcode, OSError):
+        return "raw:" + digest_bytes(shard)
+
+
+def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, reads: Iterable[str],
+                debug: bool = False) -> tuple[str, list[str] | None]:
+    """The key of one backend compile, and (debug) the dump of what went in:
+    - the cache format version (Hasher);
+    - the compiler: its --version text and the identity of its files (compiler_identity);
+    - the backend argv with the module, shard and output paths as placeholders (this includes
+      the module's recorded compile options);
+    - the module's bytes (by digest) and the shard (shard_identity): the same for a clean
+      rebuild, another directory, another cache, or lld's own temporary names under DTLTO;
+      it names, by content, every module the compile imports;
+    - the contents of any other file the compile reads (the sample profile).
+    """
+    h = Hasher(debug)
+    h.field("compiler", compiler)
+    h.field("argv", "\0".join(argv[1:]))
+    h.field("module", module_digest)
+    h.field("shard", shard)
+    for path in reads:
+        h.field("reads", digest_bytes(read_bytes(path)))
+    return h.hexdigest(), h.dump
+
+
+def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple[str, str]],
+                 files: Iterable[str]) -> str:
+    """The key of one thin-link:
+    - the linker's identity (linker_identity) and the working directory (relative paths
+      resolve against it);
+    - the link line as the thin-link sees it (module paths in the store);
+    - each module's path and the digest of its bytes (store paths name positions);
+    - the contents of every other input and of every file an option names (scripts,
+      version scripts, symbol lists).
+    """
+    h = Hasher()
+    h.field("ld", linker)
+    h.field("cwd", cwd)
+    h.field("argv", "\0".join(argv))
+    for path, digest in modules:
+        h.field("module", f"{path}\0{digest}")
+    for path in files:
+        h.file("file", path)
+    return h.hexdigest()

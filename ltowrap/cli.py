@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
 
 from . import __version__, stats
 from .cache import Cache
-from .config import SETTINGS, ConfigError, parse_age, parse_size
-from .settings import Settings, load
-
-SHIM_NAMES = ("clang", "clang++", "ld.lld", "clang-14", "clang++-14", "clang-22", "clang++-22", "ld.lld-14", "ld.lld-22")
+from .config import ROWS, ConfigError, Settings, load, parse_age, parse_size
 
 
 def _human(n: float) -> str:
@@ -60,17 +61,19 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         f"  Fallen back:              {s['links_fallback']}",
     ]
     for reason, n in sorted(s["fallback_reasons"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"    {n:6d}  {reason}")
+        lines.append(f"    {n:6d}  {stats.reason_text(reason)}")
     lines += [
         "Backend compiles:",
         f"  Hits:                     {s['backend_hits']}",
         f"  Misses:                   {s['backend_misses']}",
         f"  Hit rate:                 {rate}",
         f"  Failures:                 {s['backend_failures']}",
+        f"  Waited for another link:  {s['backend_waits']}",
         f"  CPU time saved by hits:   {s['cpu_saved_seconds']:.1f} s",
         "Thin-links:",
         f"  Cached (skipped):         {s['thinlink_hits']}",
         f"  Run:                      {s['thinlink_misses']}",
+        f"  Waited for another link:  {s['thinlink_waits']}",
     ]
     remote = [k for k in stats.COUNTERS if k.startswith("remote_")]
     if settings.remote or any(s[k] for k in remote):
@@ -118,7 +121,7 @@ def cmd_cache(settings: Settings, a: argparse.Namespace) -> int:
 
 
 def cmd_config(settings: Settings, a: argparse.Namespace) -> int:
-    for key in SETTINGS:
+    for key in ROWS:
         value = getattr(settings, key)
         if key == "remote_header" and value:  # a token: show whose header it is, not its value
             value = value.partition(":")[0] + ": (hidden)"
@@ -127,25 +130,41 @@ def cmd_config(settings: Settings, a: argparse.Namespace) -> int:
 
 
 def shim_dir() -> str:
-    """A directory of clang, clang++, ld.lld... links to this install's entry scripts."""
+    """A directory of links to this install's entry scripts: clang, clang++, ld.lld, and the
+    versioned names of every clang, clang++ and ld.lld on PATH now (clang-19, ld.lld-22, ...).
+
+    A directory holds one set of names and is never changed once made (built aside, then
+    renamed into place), so a version installed later gets a new directory the next time
+    `ltowrap shims` runs, a removed one leaves no shim that finds nothing, and shells with
+    different PATHs do not rewrite each other's shims in the middle of a build.
+    """
+    from .toolchain import SHIMMED, versioned_tools
+
     bindir = os.path.dirname(os.path.realpath(sys.argv[0]))
-    target = os.path.join(sys.prefix, "share", "ltowrap", "shims")
+    names = [*SHIMMED, *versioned_tools()]
+    key = hashlib.blake2b("\0".join([bindir, *names]).encode(), digest_size=8).hexdigest()
+    parent = os.path.join(sys.prefix, "share", "ltowrap", "shims")
     try:
-        os.makedirs(target, exist_ok=True)
+        os.makedirs(parent, exist_ok=True)
     except OSError:
         from .config import default_cache_dir
 
-        target = os.path.join(default_cache_dir(), "shims")
-        os.makedirs(target, exist_ok=True)
-    for name in SHIM_NAMES:
-        entry = os.path.join(bindir, "ltowrap-" + ("ld.lld" if name.startswith("ld.lld") else "clang++" if name.startswith("clang++") else "clang"))
-        link = os.path.join(target, name)
-        if os.path.realpath(link) != os.path.realpath(entry):
-            tmp = link + ".tmp"
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(entry, tmp)
-            os.replace(tmp, link)
+        parent = os.path.join(default_cache_dir(), "shims")
+        os.makedirs(parent, exist_ok=True)
+    target = os.path.join(parent, key)
+    if os.path.isdir(target):
+        return target
+    building = tempfile.mkdtemp(prefix=".new-", dir=parent)
+    for name in names:
+        entry = "ld.lld" if name.startswith("ld.lld") else "clang++" if name.startswith("clang++") else "clang"
+        os.symlink(os.path.join(bindir, "ltowrap-" + entry), os.path.join(building, name))
+    os.chmod(building, 0o755)
+    try:
+        os.rename(building, target)
+    except OSError:  # another `ltowrap shims` made the same set first
+        shutil.rmtree(building, ignore_errors=True)
+        if not os.path.isdir(target):
+            raise
     return target
 
 
@@ -172,11 +191,16 @@ def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_distribute(settings: Settings, a: argparse.Namespace) -> int:
+    from . import distributor
+
+    return distributor.run(a.job_file, settings)
+
+
 def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
     """Check the setup and say what to fix; exit 1 if something is broken."""
-    import subprocess
-
     from . import jobserver, toolchain
+    from .cache import Cache
 
     problems = 0
 
@@ -186,8 +210,8 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
         print(f"[{'ok' if ok else 'FAIL'}] {what}" + ("" if ok or not fix else f"\n       fix: {fix}"))
 
     try:
-        clang = toolchain.find_tool("clang", os.environ, settings.clang)[0]
-        version = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        clang = toolchain.find_tool("clang", settings.clang)[0]
+        version = toolchain.version_text(clang).splitlines()[0]
         report(True, f"real clang: {clang} ({version})")
         ld = toolchain.sibling(clang, "ld.lld")
         report(os.access(ld, os.X_OK), f"ld.lld beside it: {ld}", "install the lld package of the same LLVM version (e.g. lld-22)")
@@ -203,22 +227,38 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
         os.unlink(probe)
         report(True, f"cache directory writable: {settings.cache_dir}")
     except OSError as e:
-        report(False, f"cache directory {settings.cache_dir}: {e.strerror}", "set LTOWRAP_DIR to a writable directory")
-    flags = os.environ.get("MAKEFLAGS", "")
+        report(False, f"cache directory {settings.cache_dir}: {e.strerror}", "set LTOWRAP_CACHE_DIR to a writable directory")
     try:
-        js = jobserver.connect(flags)
-        report(True, "make jobserver: " + ("usable" if js else "none (outside make, or make -j1): using LTOWRAP_JOBS or the CPU count"))
+        js = jobserver.connect(os.environ.get("MAKEFLAGS", ""))
+        report(True, "make jobserver: " + ("usable: backend compiles take its tokens" if js else
+                                           "none (outside make, or make -j1)"))
         if js:
             js.close()
     except jobserver.Unusable as e:
-        report(False, f"make jobserver: {e}", "mark the recipe that runs the link with '+'")
-    report(True, f"backend jobs when make gives no jobserver: {jobserver.default_jobs(settings.jobs)}")
+        # Not a problem since the pool: said here once, not on every link (and under `verbose`).
+        report(True, f"make jobserver: {e}; the machine's slot pool is used instead")
+    report(*_pool_check(settings, Cache(settings.cache_dir, stats.Stats())))
     if settings.remote:
         report(*_remote_check(settings))
     if settings.disable:
         report(False, "ltowrap is disabled (disable / LTOWRAP_DISABLE)", "unset it to distribute links")
     print("No problems found." if not problems else f"{problems} problem(s) found.")
     return 1 if problems else 0
+
+
+def _pool_check(settings: Settings, cache: Cache) -> tuple[bool, str, str]:
+    """The machine's slot pool (slots.py): its size, where, how many are held now."""
+    from . import slots
+
+    pool = slots.PoolGate(cache.locks, slots.pool_size(settings))
+    try:
+        busy = pool.in_use()
+    except OSError as e:
+        return False, f"slot pool in {cache.locks.path}: {e.strerror}", "set LTOWRAP_CACHE_DIR to a writable directory"
+    finally:
+        cache.locks.close()
+    return True, (f"slot pool: {pool.jobs} backend slots for every link without make's jobserver "
+                  f"({busy} in use now, {cache.locks.path})"), ""
 
 
 def _remote_check(settings: Settings) -> tuple[bool, str, str]:
@@ -269,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("shims", help="print the directory of clang/clang++/ld.lld shims to put first on PATH").set_defaults(func=cmd_shims)
     d = sub.add_parser("distribute", help="run an lld DTLTO job file (what ltowrap-distributor does)")
     d.add_argument("job_file", help="the JSON file lld passes to its distributor")
-    d.set_defaults(func=lambda settings, a: __import__("ltowrap.distributor", fromlist=["run"]).run(a.job_file))
+    d.set_defaults(func=cmd_distribute)
     sub.add_parser("doctor", help="check the setup (real clang/lld, cache, jobserver) and say what to fix").set_defaults(func=cmd_doctor)
     e = sub.add_parser("explain", help="show what was hashed for backend compiles (after LTOWRAP_DEBUG=1)")
     e.add_argument("module", nargs="*", help="only dumps mentioning these module names")
@@ -278,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # In a pipe whose reader has gone (`ltowrap stats | head -3`), end as coreutils do: killed
+    # by SIGPIPE, quietly. Python ignores SIGPIPE and raises BrokenPipeError instead, whose
+    # traceback (or "Exception ignored ... BrokenPipeError" at shutdown) lands on stderr.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:
         settings = load()

@@ -1,27 +1,51 @@
-"""Settings: defaults, then the TOML config file, then LTOWRAP_* variables; one frozen object.
+"""Every setting: its name, environment variable, parser, default and meaning, and how they combine.
 
-Runs on the compile path, so it imports only the standard library and reads the config
-file only if it exists (one stat otherwise). The XDG locations are computed here as
-platformdirs computes them on Linux (a test checks they agree); elsewhere platformdirs
-itself is asked.
+The `Settings` class below *is* the table: each class attribute is one `Setting` row, and an
+instance holds one value per row plus where it came from (`origins`). Precedence, lowest
+first: the default, the TOML config file, then the setting's environment variable
+(`LTOWRAP_<NAME>`; a few older spellings are still accepted, the documented one wins).
+An empty variable counts as unset.
+
+Every Python entry resolves settings here (`load`), and the sh entries find the cache by
+the same rule (scripts/ltowrap-clang; tests/test_config.py runs both and compares).
+
+This runs on the compile path, so it imports only small standard-library modules (no
+dataclasses, typing or enum: each costs 5-20 ms) and reads the config file only if it
+exists. The XDG locations are computed here as platformdirs computes them on Linux (a
+test checks they agree); elsewhere platformdirs itself is asked.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+
+TYPE_CHECKING = False  # typing and collections.abc cost milliseconds: for type checkers only
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Any, Generic, TypeVar, overload
+
+    T = TypeVar("T")
+    _Row = Generic[T]
+else:
+    _Row = object
 
 APP = "ltowrap"
+ENV_PREFIX = "LTOWRAP_"
+CONFIG_ENV = "LTOWRAP_CONFIG"  # names the config file; not itself a setting
 
-# name -> (default, parser). Each is LTOWRAP_<NAME> in the environment and <name> in the file.
+
+class ConfigError(Exception):
+    pass
+
+
+# --- parsers: raw text (or a TOML value) -> value; ValueError/TypeError when it makes no sense ---
+
 _TRUE = ("1", "true", "yes", "on")
-
-
 _FALSE = ("0", "false", "no", "off", "")
 
 
-def _bool(v: object) -> bool:
+def parse_bool(v: object) -> bool:
     if isinstance(v, bool):
         return v
     s = str(v).strip().lower()
@@ -33,7 +57,7 @@ def _bool(v: object) -> bool:
 def _int(v: object) -> int:
     if isinstance(v, (bool, float)):
         raise ValueError(f"expected an integer, got {v!r}")
-    return int(v)  # type: ignore[arg-type]
+    return int(v)  # type: ignore[call-overload]
 
 
 def parse_size(v: object) -> int:
@@ -77,7 +101,7 @@ def _seconds(v: object) -> float:
     return seconds
 
 
-def _choice(*allowed: str):
+def _choice(*allowed: str) -> Callable[[object], str]:
     def parse(v: object) -> str:
         s = str(v).strip().lower()
         if s not in allowed:
@@ -87,34 +111,101 @@ def _choice(*allowed: str):
     return parse
 
 
-SETTINGS: dict[str, tuple[object, object, str]] = {
-    "cache_dir": ("", _str, "where the backend cache, module store and stats live"),
-    "max_size": (5 << 30, parse_size, "cache size limit (e.g. 5G, 500M; 0 = unlimited)"),
-    "jobs": (0, _int, "parallel backend compiles (0 = usable CPUs)"),
-    "disable": (False, _bool, "pass every command through unchanged"),
-    "log": ("", _str, "append one JSON line per invocation to this file"),
-    "lto": ("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld"),
-    "backend_opts": ("module", _choice("module", "link"), "backend options: each module's own, or the link's"),
-    "use_lld": (True, _bool, "link bitcode with the ld.lld beside clang when the driver would use another linker"),
-    "clang": ("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)"),
-    "keep": (False, _bool, "keep each link's temporary directory"),
-    "debug": (False, _bool, "write what was hashed for each backend compile beside the cache entry"),
-    "progress": ("auto", _choice("auto", "0", "1"), "progress line on a terminal"),
-    "remote": ("", _remote_url, "REAPI service for backend compiles: grpc://host:port or grpcs://host:port"),
-    "remote_mode": ("cache", _choice("cache", "execute"), "'cache': share results through its action cache; "
-                    "'execute': run backends on its workers"),
-    "remote_instance": ("", _str, "REAPI instance name"),
-    "remote_header": ("", _str, "header sent with every remote request, 'name: value' (e.g. an authorization token)"),
-    "remote_tls_ca": ("", _str, "PEM file of the CAs that sign a grpcs:// server (default: the system's)"),
-    "remote_jobs": (16, _int, "remote requests in flight at once"),
-    "remote_timeout": (30.0, _seconds, "seconds one remote request may take"),
-    "remote_exec_timeout": (600.0, _seconds, "seconds one remote execution may take, queueing included"),
-}
+# --- the table -----------------------------------------------------------------------------------
 
 
-def _xdg(var: str, fallback: str) -> str:
+class Setting(_Row):  # type: ignore[valid-type,misc]
+    """One row of the table; on a Settings instance, the attribute reads that setting's value."""
+
+    def __init__(self, default: Any, parse: Callable[[object], Any], doc: str, old_env: tuple[str, ...] = ()) -> None:
+        self.default = default
+        self.parse = parse
+        self.doc = doc
+        self.old_env = old_env  # spellings released before the LTOWRAP_<NAME> rule; still read
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __get__(self, obj: None, owner: type) -> Setting[T]: ...
+
+        @overload
+        def __get__(self, obj: Settings, owner: type) -> T: ...
+
+    def __get__(self, obj: Settings | None, owner: type | None = None) -> Any:
+        return self if obj is None else obj._values[self.name]
+
+
+class Settings:
+    """The resolved settings: one attribute per row below, and `origins[name]`
+    ('default', the config file's path, or the environment variable that set it)."""
+
+    cache_dir = Setting("", _str, "where the backend cache, module store and stats live (default ~/.cache/ltowrap)",
+                        old_env=("LTOWRAP_DIR",))
+    max_size = Setting(5 << 30, parse_size, "cache size limit (e.g. 5G, 500M; 0 = unlimited)")
+    jobs = Setting(0, _int, "parallel backend compiles (0 = usable CPUs)")
+    disable = Setting(False, parse_bool, "pass every command through unchanged")
+    log = Setting("", _str, "append one JSON line per link to this file")
+    lto = Setting("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld")
+    backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's")
+    use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
+    clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)")
+    keep = Setting(False, parse_bool, "keep each link's temporary directory")
+    debug = Setting(False, parse_bool, "write what was hashed for each backend compile beside the cache entry")
+    verbose = Setting(False, parse_bool, "print backend compiles' warnings as they come, the output of a failed step, "
+                      "and why make's jobserver was not used")
+    progress = Setting("auto", _choice("auto", "0", "1"), "progress line on a terminal")
+    remote = Setting("", _remote_url, "REAPI service for backend compiles: grpc://host:port or grpcs://host:port")
+    remote_mode = Setting("cache", _choice("cache", "execute"),
+                          "'cache': share results through its action cache; 'execute': run backends on its workers")
+    remote_instance = Setting("", _str, "REAPI instance name")
+    remote_header = Setting("", _str, "header sent with every remote request, 'name: value' (e.g. an authorization token)")
+    remote_tls_ca = Setting("", _str, "PEM file of the CAs that sign a grpcs:// server (default: the system's)")
+    remote_jobs = Setting(16, _int, "remote requests in flight at once")
+    remote_timeout = Setting(30.0, _seconds, "seconds one remote request may take")
+    remote_exec_timeout = Setting(600.0, _seconds, "seconds one remote execution may take, queueing included")
+
+    def __init__(self, values: Mapping[str, object], origins: Mapping[str, str], problems: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "origins", dict(origins))
+        object.__setattr__(self, "problems", problems)  # what load(strict=False) ignored
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"settings are read-only: {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"Settings({self._values!r})"
+
+    if TYPE_CHECKING:
+        _values: dict[str, Any]
+        origins: dict[str, str]
+        problems: tuple[str, ...]
+
+
+def rows() -> Iterator[Setting]:
+    """The table, in order."""
+    return (v for v in vars(Settings).values() if isinstance(v, Setting))
+
+
+ROWS: dict[str, Setting] = {row.name: row for row in rows()}
+
+
+# --- where things are -------------------------------------------------------------------------------
+
+
+def _xdg(var: str, fallback: str, env: Mapping[str, str]) -> str:
     if sys.platform.startswith("linux"):
-        value = os.environ.get(var, "")
+        value = env.get(var, "")
         base = value if os.path.isabs(value) else os.path.expanduser(fallback)  # as XDG and platformdirs
         return os.path.join(base, APP)
     import platformdirs
@@ -122,49 +213,79 @@ def _xdg(var: str, fallback: str) -> str:
     return platformdirs.user_cache_dir(APP) if var == "XDG_CACHE_HOME" else platformdirs.user_config_dir(APP)
 
 
-def default_cache_dir() -> str:
-    return _xdg("XDG_CACHE_HOME", "~/.cache")
+def default_cache_dir(env: Mapping[str, str] = os.environ) -> str:
+    return _xdg("XDG_CACHE_HOME", "~/.cache", env)
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> str:
-    return env.get("LTOWRAP_CONFIG") or os.path.join(_xdg("XDG_CONFIG_HOME", "~/.config"), "ltowrap.toml")
+    return env.get(CONFIG_ENV) or os.path.join(_xdg("XDG_CONFIG_HOME", "~/.config", env), "ltowrap.toml")
 
 
-class ConfigError(Exception):
-    pass
+# --- resolution ---------------------------------------------------------------------------------------
 
 
-def resolve(env: Mapping[str, str] = os.environ) -> dict[str, tuple[object, str]]:
-    """Every setting's value and where it came from ('default', the file's path, or a variable)."""
-    values: dict[str, tuple[object, str]] = {k: (d, "default") for k, (d, _, _) in SETTINGS.items()}
-    path = config_path(env)
-    if os.path.exists(path):
-        import tomllib
+def _parse(row: Setting, raw: object, where: str) -> object:
+    try:
+        return row.parse(raw)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: bad value for {row.name}: {e}") from e
 
-        try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"cannot read config file {path}: {e}") from e
-        for key, raw in data.items():
-            if key not in SETTINGS:
-                raise ConfigError(f"{path}: unknown setting {key!r}")
-            values[key] = (_parse(key, raw, path), path)
-    for key in SETTINGS:
-        var = f"LTOWRAP_{key.upper()}"
-        if key == "cache_dir" and env.get("LTOWRAP_DIR"):
-            var = "LTOWRAP_DIR"
+
+def _from_file(path: str) -> dict[str, object]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from e
+    unknown = sorted(set(data) - set(ROWS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting {unknown[0]!r}")
+    return data
+
+
+def env_value(row: Setting, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(raw value, variable) from the environment: the documented variable, else an old spelling."""
+    for var in (row.env, *row.old_env):
         raw = env.get(var)
         if raw:
-            values[key] = (_parse(key, raw, var), var)
-    cache_dir, origin = values["cache_dir"]
-    values["cache_dir"] = (os.path.abspath(os.path.expanduser(str(cache_dir) or default_cache_dir())), origin)
-    return values
+            return raw, var
+    return None
 
 
-def _parse(key: str, raw: object, where: str) -> object:
-    parser = SETTINGS[key][1]
-    try:
-        return parser(raw)  # type: ignore[operator]
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{where}: bad value for {key}: {e}") from e
+def load(env: Mapping[str, str] = os.environ, strict: bool = True) -> Settings:
+    """The settings for this process; ConfigError names the file or variable that is wrong.
+
+    Not `strict` (the compile path, which must never fail for a bad setting): a bad file is
+    ignored, a bad variable leaves the value below it, and `problems` says what was wrong.
+    """
+    values: dict[str, object] = {name: row.default for name, row in ROWS.items()}
+    origins = dict.fromkeys(ROWS, "default")
+    problems: list[str] = []
+
+    def take(name: str, raw: object, where: str) -> None:
+        try:
+            values[name], origins[name] = _parse(ROWS[name], raw, where), where
+        except ConfigError as e:
+            if strict:
+                raise
+            problems.append(str(e))
+
+    path = config_path(env)
+    if os.path.exists(path):
+        try:
+            found = _from_file(path)
+        except ConfigError as e:
+            if strict:
+                raise
+            problems.append(str(e))
+            found = {}
+        for name, raw in found.items():
+            take(name, raw, path)
+    for name, row in ROWS.items():
+        from_env = env_value(row, env)
+        if from_env is not None:
+            take(name, from_env[0], from_env[1])
+    values["cache_dir"] = os.path.abspath(os.path.expanduser(str(values["cache_dir"]) or default_cache_dir(env)))
+    return Settings(values, origins, tuple(problems))

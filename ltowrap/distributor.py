@@ -20,20 +20,16 @@ ltowrap's own backend command line, so the two paths keep separate entries.)
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 from dataclasses import dataclass
 
-from . import jobserver, log, remote, stats
-from .backend import Job
-from .cache import Cache
+from . import jobrun, log
+from .backend import Job, module_options, read_facts
 from .cachekey import file_digests
-from .errors import ToolFailed
-from .executor import Executor
+from .config import ConfigError, Settings, load
+from .errors import ToolFailed, Unsupported
 from .fsutil import read_bytes
 from .plan import Module
-from .settings import load
 
 SCHEMA = {"": {"common", "jobs"}, "common": {"linker_output", "args", "inputs"}, "job": {"args", "inputs", "outputs"}}
 # Options of lld's common args that fix the output's relocation model: they stay last.
@@ -51,6 +47,20 @@ class DtltoBackend:
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
         reloc = [a for a in self.common if a in RELOC_FLAGS]
         return [*self.common, *(recorded or []), *reloc, "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output]
+
+    def unrecorded(self, module: Module) -> list[str]:
+        """For a module without a record, what it says of itself (backend.module_options):
+        its own triple over lld's one --target for the whole link, and its relocation
+        model when lld passed none (-r, and static links, where clang's default would
+        otherwise apply). Unreadable: lld's options alone, as before."""
+        relocation = not any(a in RELOC_FLAGS for a in self.common)
+        facts = read_facts(module, relocation)
+        if facts is None:
+            return []
+        try:
+            return module_options(facts, relocation)
+        except Unsupported:
+            return module_options(facts, False)
 
     def read_files(self) -> list[str]:
         return []
@@ -81,51 +91,33 @@ def parse_job(raw: object, n: int) -> tuple[str, str, str, list[str]]:
     return module, shard, output, imports
 
 
-def run(json_path: str) -> int:
-    settings = load()
-    started = time.time()
+def run(json_path: str, settings: Settings | None = None) -> int:
     try:
+        settings = settings or load()
         with open(json_path, encoding="utf-8") as f:
             data = _check(json.load(f), "", json_path)
         common = _check(data["common"], "common", "common")
         parsed = [parse_job(j, n) for n, j in enumerate(data["jobs"])]
-    except (OSError, ValueError, SchemaError) as e:
+    except (OSError, ValueError, SchemaError, ConfigError) as e:
         print(f"ltowrap-distributor: {e}", file=sys.stderr)
         return 2
-    counters = stats.Stats()
-    cache = Cache(settings.cache_dir, counters, settings.max_size)
-    jobs = []
-    for module, shard, output, imports in parsed:
-        jobs.append(Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output))
-    from .pipeline import compiler_identity
-
-    clang = common["args"][0]
-    js, limit = jobserver.from_environment(settings.jobs, cache.tmp_dir())
-    digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
-    identity = compiler_identity(clang, cache)
-    executor = Executor(DtltoBackend(tuple(common["args"])), identity, cache, limit, digest_of,
-                        per_module_options=settings.backend_opts == "module", debug=settings.debug, jobserver=js,
-                        remote=remote.connect(settings, cache.stats, identity, digest_of))
-    rc = 0
-    try:
-        executor.run(jobs, {j.module.path: j.module.size for j in jobs})
-    except ToolFailed as e:
-        sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
-        rc = 1
-    finally:
-        if js is not None:
-            js.close()
-        if executor.remote is not None:
-            executor.remote.close()
-    counters.add("distributor_runs")
-    cache.maybe_cleanup(counters)
-    stats.flush(settings.cache_dir, counters)
-    if settings.log:
-        log.append(settings.log, {
-            "tool": "distributor", "cwd": os.getcwd(), "argv": sys.argv, "decision": "distributed" if rc == 0 else "failed",
-            "reason": None, "modules": len(jobs), "start": started, "end": time.time(), **executor.log_fields(),
-        })
-    return rc
+    record = log.Record(tool="distributor", argv=sys.argv, decision="failed")
+    with jobrun.job_run(settings, record) as job_run:
+        job_run.stats.add("distributor_runs")
+        jobs = [Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output)
+                for module, shard, output, imports in parsed]
+        record.modules = len(jobs)
+        digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
+        clang = common["args"][0]
+        try:
+            with job_run.executor(DtltoBackend(tuple(common["args"])), clang, digest_of,
+                                  common.get("linker_output", ""), len(jobs)) as executor:
+                executor.run(jobs, {j.module.path: j.module.size for j in jobs})
+        except ToolFailed as e:
+            sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
+            return 1
+        record.decision = "distributed"
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

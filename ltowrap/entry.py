@@ -1,9 +1,11 @@
-"""What runs first for every compiler and linker invocation.
+"""What runs first for every compiler and linker invocation that reaches Python.
 
-It runs for every compile of a build, so it imports only small standard-library modules:
-a compile, a preprocess or a non-LTO link costs one Python start and an exec (the
-scripts in scripts/ import nothing else). A compile that writes bitcode also records
-its options (records.py); only a link that may carry bitcode loads the pipeline.
+The sh entry (scripts/ltowrap-clang, also installed as ltowrap-clang++ and `ltowrap`)
+decides plain and ThinLTO compiles itself, in the launcher form (`ltowrap clang ...`) too;
+what comes here is a subcommand, a link, or a compile the sh entry leaves to Python. It
+imports only small standard-library modules: a compile, a preprocess or a non-LTO link
+costs one Python start and an exec. A compile that writes bitcode also records its
+options (records.py); only a link that may carry bitcode loads the pipeline.
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ from __future__ import annotations
 import os
 import sys
 
-from . import driverargs, toolchain
+from . import config, driverargs, proc, toolchain
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 ENTRY_PREFIX = "ltowrap-"
+# The `ltowrap` command: a subcommand, or a command to wrap (the launcher form).
+LAUNCHER = "ltowrap"
+SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute"])
 
 
 def tool_name(argv0: str) -> str:
@@ -22,18 +31,14 @@ def tool_name(argv0: str) -> str:
     return name[len(ENTRY_PREFIX) :] if name.startswith(ENTRY_PREFIX) else name
 
 
-# `ltowrap <subcommand>`; anything else after `ltowrap` is a command to wrap (launcher form).
-SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute"])
-
-
-def launcher() -> None:
+def launcher(argv: list[str]) -> NoReturn:
     """`ltowrap clang ...` / `ltowrap /usr/bin/clang-22 ...` / `ltowrap ld.lld ...`, as `ccache gcc ...`.
 
-    This is what CMake's <LANG>_COMPILER_LAUNCHER and meson's CC="ltowrap clang" run, so it
-    stays on the lean path; only real subcommands load the CLI.
+    This is what CMake's <LANG>_COMPILER_LAUNCHER and meson's CC="ltowrap clang" run. The
+    sh entry (`ltowrap` is scripts/ltowrap-clang) decides plain and ThinLTO compiles itself
+    and hands the rest over whole; only real subcommands load the CLI.
     """
-    argv = sys.argv
-    if len(argv) < 2 or argv[1].startswith("-") or argv[1] in SUBCOMMANDS:
+    if len(argv) < 2 or not argv[1] or argv[1].startswith("-") or argv[1] in SUBCOMMANDS:
         from .cli import main as cli_main
 
         sys.exit(cli_main(argv[1:]))
@@ -45,60 +50,31 @@ def launcher() -> None:
     main([tool_name(wrapped), *argv[2:]], explicit)
 
 
-def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> NoReturn:
     argv = sys.argv if argv is None else argv
     tool = tool_name(argv[0])
-    env = os.environ
-    passthrough = bool(env.get(toolchain.GUARD)) or env.get("LTOWRAP_DISABLE", "").lower() in ("1", "true", "yes", "on")
+    if tool == LAUNCHER:
+        launcher(argv)
+    settings = config.load(strict=False)  # a bad setting must not break the build: pass through
+    for problem in settings.problems:
+        print(f"ltowrap: {problem}; passing through", file=sys.stderr)
     try:
-        from . import config
-
-        resolved = config.resolve(env) if os.path.exists(config.config_path(env)) else None
-    except Exception as e:  # a broken config file must not break the build
-        print(f"ltowrap: {e}; passing through", file=sys.stderr)
-        resolved, passthrough = None, True
-    if resolved is not None:
-        passthrough = passthrough or bool(resolved["disable"][0])
-    clang_conf = str(resolved["clang"][0]) if resolved else ""
-    try:
-        real = explicit or toolchain.find_tool(tool, env, clang_conf)
+        real = explicit or toolchain.find_tool(tool, settings.clang)
     except toolchain.ToolNotFound as e:
         print(f"ltowrap: {e}", file=sys.stderr)
         sys.exit(127)
     args = argv[1:]
-    if passthrough:
-        exec_real(real, args, env)
+    if proc.guarded() or settings.disable or settings.problems:
+        proc.exec_tool(real + args)
     try:
-        if tool.startswith("ld.lld") or tool == "ld":
+        if toolchain.is_linker(tool):
             from .pipeline import run_linker
 
-            sys.exit(run_linker(real, args))
-        _driver(real, args, env, resolved)
+            sys.exit(run_linker(real, args, settings=settings))
+        _driver(real, args, settings)
     except Exception as e:  # a bug in ltowrap must not break the build
         print(f"ltowrap: internal error ({type(e).__name__}: {e}); running the command unchanged", file=sys.stderr)
-        exec_real(real, args, env)
-
-
-def exec_real(real: list[str], args: list[str], env: os._Environ[str] | dict[str, str] = os.environ,
-              guard: bool = True) -> None:
-    """Become the real tool (never returns). `guard` makes shims it reaches pass through."""
-    env = dict(env)
-    if guard:
-        env[toolchain.GUARD] = "1"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execve(real[0], real + args, env)
-    except OSError as e:
-        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
-        sys.exit(127)
-
-
-def _setting(resolved: dict | None, env: os._Environ[str], key: str) -> str:
-    raw = env.get(f"LTOWRAP_{key.upper()}")
-    if raw:
-        return raw
-    return str(resolved[key][0]) if resolved else ""
+        proc.exec_tool(real + args)
 
 
 def _seen(args: list[str]) -> list[str]:
@@ -114,8 +90,8 @@ def _seen(args: list[str]) -> list[str]:
         return args  # clang will report it
 
 
-def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> None:
-    lto_thin = _setting(resolved, env, "lto").lower() == "thin"
+def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoReturn:
+    lto_thin = settings.lto == "thin"
     seen = _seen(args)
     if not driverargs.is_link(seen):
         if lto_thin and "-c" in seen and driverargs.compiles_sources(seen) and not driverargs.wants_lto(seen):
@@ -123,17 +99,18 @@ def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: d
         if "-c" in seen and driverargs.wants_lto(seen):
             from .records import compile_and_record
 
-            sys.exit(compile_and_record(real, args, seen, env, resolved))
-        exec_real(real, args, env)
+            sys.exit(compile_and_record(real + args, seen, settings.cache_dir))
+        proc.exec_tool(real + args)
     if lto_thin and not driverargs.wants_lto(seen):
         args, seen = ["-flto=thin", *args], ["-flto=thin", *seen]
-    route = _lld_route(real, seen, env, resolved)
+    route = _lld_route(real, seen, settings)
     if route is None:
-        exec_real(real, args, env)
+        proc.exec_tool(real + args)
     ld_entry, real_ld = route
-    env = dict(env)
+    env = dict(os.environ)
     env[toolchain.REAL_LD] = real_ld
-    env.setdefault("LTOWRAP_CLANG", os.path.realpath(real[0]))
+    clang_var = config.ROWS["clang"].env
+    env.setdefault(clang_var, os.path.realpath(real[0]))
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
     linker = _linker_command(real, with_lld, real_ld)
     if linker is not None:
@@ -142,8 +119,8 @@ def _driver(real: list[str], args: list[str], env: os._Environ[str], resolved: d
 
         os.environ.update(env)
         sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld))
-    # No guard: the driver must reach our ld.lld entry, which runs the real tools guarded.
-    exec_real(real, [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
+    # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
+    proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 
 
 def _linker_command(real: list[str], args: list[str], real_ld: str) -> list[str] | None:
@@ -153,12 +130,10 @@ def _linker_command(real: list[str], args: list[str], real_ld: str) -> list[str]
     escaped by a backslash. Anything else (a compile job too, a driver error) is None,
     and the driver is run for real instead.
     """
-    import subprocess
-
-    done = subprocess.run([*real, "-###", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if done.returncode != 0:
+    rc, _, err = proc.capture([*real, "-###", *args])
+    if rc != 0:
         return None
-    jobs = [line for line in done.stderr.decode("utf-8", "surrogateescape").splitlines() if line.startswith(' "')]
+    jobs = [line for line in err.decode("utf-8", "surrogateescape").splitlines() if line.startswith(' "')]
     if len(jobs) != 1:
         return None
     argv = _unquote_job(jobs[0])
@@ -181,13 +156,12 @@ def _unquote_job(line: str) -> list[str]:
     return out
 
 
-def _lld_route(real: list[str], args: list[str], env: os._Environ[str], resolved: dict | None) -> tuple[str, str] | None:
+def _lld_route(real: list[str], args: list[str], settings: config.Settings) -> tuple[str, str] | None:
     """(our ld.lld entry, the real ld.lld) if this driver link should reach ltowrap's linker."""
     fuse, ld_path = driverargs.linker_choice(args)
     uses_lld = fuse == "lld" or fuse.endswith("ld.lld") or os.path.basename(ld_path).startswith("ld.lld")
     if not uses_lld:
-        use_lld = _setting(resolved, env, "use_lld").lower() not in ("0", "false", "no", "off")
-        if not use_lld or not (driverargs.wants_lto(args) or _has_bitcode(driverargs.inputs(args))):
+        if not settings.use_lld or not (driverargs.wants_lto(args) or _has_bitcode(driverargs.inputs(args))):
             return None
     real_ld = ld_path if ld_path and os.path.basename(ld_path).startswith("ld.lld") else ""
     if not real_ld or toolchain.is_ltowrap(os.path.realpath(real_ld)):

@@ -1,9 +1,11 @@
 """Run the backend jobs: look each up in the cache, compile the misses in parallel, verify, store.
 
-Processes are started with posix_spawn and watched through pidfds, longest job first (the
+Processes are started with proc.spawn and watched through pidfds, longest job first (the
 module's size plus what it imports), so a big module does not start last and hold up the
 link. A backend result counts only if clang exited 0, the object is non-empty, and clang
 did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM issue 75441).
+Each compile holds a slot (make's jobserver, or the machine's pool: slots.py) and a claim
+on its key (locks.py), so links running at once share the cores and make no key twice.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, bitcode, fsutil, records
+from . import backend, cachekey, fsutil, log, proc, records
 from .backend import Job
 from .cache import OBJECTS, Cache
-from .cachekey import Hasher, digest_bytes
-from .errors import ToolFailed
-from .jobserver import Jobserver
+from .errors import Reason, ToolFailed
+from .locks import POLL
+from .plan import Module
 from .progress import Progress
-from .proc import tool_env
+from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
     from .remote.session import Session
@@ -36,6 +39,10 @@ class BackendCommand:
     """How a backend compile is spelled: backend.LinkBackend, distributor.DtltoBackend."""
 
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+        raise NotImplementedError
+
+    def unrecorded(self, module: Module) -> list[str]:
+        """What stands in for `recorded` when a module has none: what it says of itself."""
         raise NotImplementedError
 
     def read_files(self) -> list[str]:
@@ -51,6 +58,7 @@ class Outcome:
     end: float
     action: str = ""  # the remote action digest, when a remote service was asked
     remote_error: str = ""  # why the remote service did not serve it
+    waited: bool = False  # another process was compiling the same key: this one waited for it
 
     @property
     def cached(self) -> bool:
@@ -67,96 +75,120 @@ class _Pending:
     recorded: list[str] | None
 
 
+_Miss = tuple[Job, str, list[str]]  # a job to compile: the job, its key, its backend argv
+
+
 @dataclass
 class _Running:
-    pid: int
-    pidfd: int
+    child: proc.Child
     job: Job
     key: str
     argv: list[str]
     start: float
+    ticket: Ticket
+
+
+@dataclass
+class Resources:
+    """What the backend jobs of one run share (jobrun.JobRun.executor builds it)."""
+
+    cache: Cache
+    compiler: str  # cachekey.compiler_identity of the backend clang
+    jobs: int  # compiles at once, at most
+    gate: Gate = field(default_factory=Local)  # where each compile gets its slot: make's jobserver or the pool
+    per_module_options: bool = True  # each module's recorded options (else the link's only)
+    debug: bool = False  # write what went into each key (ltowrap explain)
+    verbose: bool = False  # backend warnings on stderr as they come (else in the log only)
+    progress: Progress | None = None
+    remote: Session | None = None
 
 
 @dataclass
 class Executor:
     backend: BackendCommand
-    compiler_identity: str
-    cache: Cache
-    jobs: int
+    res: Resources
     digest_of: Callable[[str], str]  # a module path in a shard -> digest of its bytes
-    per_module_options: bool = True
-    debug: bool = False
-    jobserver: Jobserver | None = None
-    progress: Progress | None = None
-    remote: Session | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     _unserved: dict[str, str] = field(default_factory=dict)  # job output -> why the remote did not serve it
+    _unrecorded: set[str] = field(default_factory=set)  # job outputs of modules without a record
+    output: dict[str, str] = field(default_factory=dict)  # job output -> what its compiler printed (warnings)
+    _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
+    _waited: set[str] = field(default_factory=set)  # outputs whose key another process was making
+
+    @property
+    def cache(self) -> Cache:
+        return self.res.cache
+
+    @property
+    def remote(self) -> Session | None:
+        return self.res.remote
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
-        """The backend cache key. What goes in, each under its own tag:
-        - the cache format version (Hasher);
-        - the compiler: its --version text and the identity of its binary;
-        - the backend argv, with the module, shard and output paths as placeholders
-          (this includes the module's recorded compile options);
-        - the module's bytes (by digest) and the index shard with each module path it
-          records replaced by the digest of that module's bytes (bitcode.fingerprint):
-          the same for a clean rebuild, another directory, another cache, or lld's own
-          temporary names under DTLTO; it names, by content, every module the compile
-          imports (a shard that cannot be read goes in as raw bytes, path and all);
-        - the contents of any other file the compile reads (the sample profile).
-        """
-        h = Hasher(debug=self.debug)
-        h.field("compiler", self.compiler_identity)
-        h.field("argv", "\0".join(argv[1:]))
-        h.field("module", job.module.digest)
-        h.field("shard", job.shard_identity or bitcode.shard_identity(job.shard, self.digest_of))
-        for path in self.backend.read_files():
-            with open(path, "rb") as f:
-                h.field("reads", digest_bytes(f.read()))
-        return h.hexdigest(), h.dump
+        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of)
+        return cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
+                                    self.res.debug)
 
-    def log_fields(self) -> dict:
-        """What LTOWRAP_LOG records of the backends: counts, and each one's start and end."""
-        fields: dict = {
-            "backend_compiles": sum(o.source == COMPILED for o in self.outcomes),
-            "backend_hits": sum(o.source == CACHED for o in self.outcomes),
-            "backends": [{"module": o.job.module.origin, "cached": o.cached, "source": o.source,
-                          "start": round(o.start, 4), "end": round(o.end, 4), **({"action": o.action} if o.action else {}),
-                          **({"remote_error": o.remote_error} if o.remote_error else {})}
-                         for o in self.outcomes],
-        }
+    def fill(self, record: log.Record) -> None:
+        """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""
+        record.backend_compiles = sum(o.source == COMPILED for o in self.outcomes)
+        record.backend_hits = sum(o.source == CACHED for o in self.outcomes)
+        record.backend_waits = sum(o.waited for o in self.outcomes) or None
+        record.slots = self.res.gate.name or None
+        record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
+                                       o.action or None, o.remote_error or None,
+                                       recorded=False if o.job.output in self._unrecorded else None,
+                                       output=self.output.get(o.job.output), waited=o.waited or None)
+                           for o in self.outcomes]
         if self.remote is not None:
-            fields["remote_hits"] = sum(o.source == REMOTE_CACHED for o in self.outcomes)
-            fields["remote_executed"] = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
-            if self.remote.down:
-                fields["remote_down"] = self.remote.down
-        return fields
+            record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
+            record.remote_executed = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
+            record.remote_down = self.remote.down or None
 
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
-        if self.progress:
-            self.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+        if self.res.progress:
+            self.res.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
 
     def _compiled(self, job: Job, start: float, end: float) -> Outcome:
         a = self.remote.actions.get(job.output) if self.remote is not None else None
-        return Outcome(job, COMPILED, start, end, a.name if a is not None else "", self._unserved.get(job.output, ""))
+        return Outcome(job, COMPILED, start, end, a.name if a is not None else "", self._unserved.get(job.output, ""),
+                       job.output in self._waited)
+
+    def _hit(self, job: Job, key: str) -> bool:
+        """Serve the job from the local cache if its object is there."""
+        t = time.time()
+        entry = self.cache.get(OBJECTS, key)
+        if entry is None or not entry.payload:
+            return False
+        _write(job.output, entry.payload)
+        self.cache.stats.add("backend_hits")
+        self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
+        self._done(Outcome(job, CACHED, t, time.time(), waited=job.output in self._waited))
+        return True
+
+    def _claim(self, key: str) -> bool:
+        if not self.cache.claims.try_claim(OBJECTS, key):
+            return False
+        self._claimed.add(key)
+        return True
+
+    def _release(self, key: str) -> None:
+        if key in self._claimed:
+            self._claimed.discard(key)
+            self.cache.claims.release(OBJECTS, key)
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         """Local cache, then the remote service if there is one, then local compiles."""
         pending: list[_Pending] = []
         for job in jobs:
-            recorded = records.load(self.cache.root, job.module.record_key) if self.per_module_options else None
+            recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
+            if recorded is None:
+                self._unrecorded.add(job.output)
+                recorded = self.backend.unrecorded(job.module)
             key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
-            if self.debug and dump is not None:
+            if dump is not None:
                 self._write_dump(key, dump, job)
-            t = time.time()
-            entry = self.cache.get(OBJECTS, key)
-            if entry is not None and entry.payload:
-                _write(job.output, entry.payload)
-                self.cache.stats.add("backend_hits")
-                self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
-                self._done(Outcome(job, CACHED, t, time.time()))
-            else:
+            if not self._hit(job, key):
                 pending.append(_Pending(job, key, recorded))
         if self.remote is not None and pending and not self.backend.read_files():
             # A compile that reads other files (a sample profile) stays local: its input
@@ -174,14 +206,20 @@ class Executor:
         assert self.remote is not None
         t = time.time()
         work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
+        keys = {p.job.output: p.key for p in pending}
         left: list[_Pending] = []
-        for p, reply in zip(pending, self.remote.serve(work)):
+        # A job another process is having executed is not sent again: it waits for that
+        # one's object in the local cache (claims are let go once this batch is back).
+        replies = self.remote.serve(work, lambda w: self._claim(keys[w.job.output]))
+        for p, reply in zip(pending, replies):
             if reply.served is None:
                 self._unserved[p.job.output] = reply.error
                 left.append(p)
                 continue
             _write(p.job.output, reply.served.obj)
+            self._warnings(p.job, reply.served.stderr)
             self.cache.put(OBJECTS, p.key, {"seconds": 0, "remote": reply.action}, reply.served.obj)  # local backfill
+            self._release(p.key)
             source = REMOTE_EXECUTED if reply.served.executed else REMOTE_CACHED
             self._done(Outcome(p.job, source, t, time.time(), reply.action))
         return left
@@ -193,71 +231,122 @@ class Executor:
         except OSError:
             pass
 
-    def _compile(self, pending: list[tuple[Job, str, list[str]]]) -> None:
-        """Run the misses, at most `jobs` at once and, under make, one per jobserver token.
+    def _compile(self, pending: list[_Miss]) -> None:
+        """Run the misses, each under a claim on its key and in a slot (slots.Gate), at most `jobs` at once.
 
-        The link's own slot covers the first compile; each further one holds a token
-        from make's jobserver while it runs. Children are watched through pidfds, so
-        one select() waits for a child to finish or a token to arrive.
+        A key another process is compiling is put aside: this process waits for it holding
+        no slot, then takes the object from the cache, or compiles it itself if that
+        process died or failed. One select() waits for a child to end (its pidfd), a slot
+        to come free (make's jobserver readable, or the lock directory's Waker) or a claim
+        to be let go (the Waker too): nothing is polled while inotify is available.
         """
-        env = tool_env()
+        queue = list(reversed(pending))  # pop() takes the heaviest first
+        aside: list[_Miss] = []  # keys another process is making
+        claimed: _Miss | None = None  # claimed, waiting for a slot
         running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
-        queue = list(reversed(pending))
-        js = self.jobserver
         try:
-            while queue or running:
-                while queue and not failures and len(running) < self.jobs:
-                    if running and js is not None and not js.try_acquire():
-                        break
-                    child = self._spawn(*queue.pop(), env)
-                    running[child.pidfd] = child
-                if not running:
+            while True:
+                if not failures:
+                    queue += self._settled(aside)
+                    claimed = self._start(queue, aside, claimed, running)
+                if not running and (failures or (claimed is None and not queue and not aside)):
                     break
-                waiting = list(running)
-                if js is not None and queue and not failures and len(running) < self.jobs:
-                    waiting.append(js.read_fd)
-                ready, _, _ = select.select(waiting, [], [])
-                for fd in ready:
-                    child = running.pop(fd, None)
-                    if child is None:
-                        continue  # the jobserver is readable: loop round and take a token
-                    _, status = os.waitpid(child.pid, 0)
-                    os.close(child.pidfd)
-                    end = time.time()
-                    if js is not None and len(js.held) > max(0, len(running) - 1):
-                        js.release()
-                    failure = self._finish(child.job, child.key, child.argv, os.waitstatus_to_exitcode(status), end - child.start)
+                for child in self._wait(running, claimed is not None and not failures, bool(aside) and not failures):
+                    failure = self._reap(child)
                     if failure:
                         failures.append(failure)
-                    else:
-                        self._done(self._compiled(child.job, child.start, end))
         finally:
             for child in running.values():
-                try:
-                    os.kill(child.pid, signal.SIGTERM)
-                    os.waitpid(child.pid, 0)
-                    os.close(child.pidfd)
-                except OSError:
-                    pass
-            if js is not None:
-                js.release_all()
+                child.child.kill(signal.SIGTERM)
+                self.res.gate.give(child.ticket)
+            for key in list(self._claimed):
+                self._release(key)
+            for _, key, _ in aside:
+                self.cache.claims.forget(OBJECTS, key)
         if failures:
             raise failures[0]
 
-    def _spawn(self, job: Job, key: str, argv: list[str], env: dict[str, str]) -> _Running:
-        shard_path = job.shard_path
-        if not os.path.exists(shard_path):
-            os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
-            with open(shard_path, "wb") as f:
-                f.write(job.shard)
-        log = os.open(job.output + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    def _settled(self, aside: list[_Miss]) -> list[_Miss]:
+        """Jobs put aside whose claim was let go: served from the cache now, or returned to compile here."""
+        ours = []
+        for item in list(aside):
+            job, key, _ = item
+            if self._claim(key):
+                aside.remove(item)
+                if self._hit(job, key):
+                    self._release(key)
+                else:  # its maker died or failed: ours to compile
+                    ours.append(item)
+        return ours
+
+    def _start(self, queue: list[_Miss], aside: list[_Miss], claimed: _Miss | None,
+               running: dict[int, _Running]) -> _Miss | None:
+        """Start compiles while there are slots; returns the claimed job still waiting for one."""
+        while len(running) < self.res.jobs:
+            while claimed is None and queue:
+                job, key, argv = queue.pop()
+                if not self._claim(key):
+                    aside.append((job, key, argv))
+                    self._waited.add(job.output)
+                    self.cache.stats.add("backend_waits")
+                elif self._hit(job, key):  # made by another process since the first look
+                    self._release(key)
+                else:
+                    claimed = (job, key, argv)
+            if claimed is None:
+                return None
+            ticket = self.res.gate.take()
+            if ticket is None:
+                return claimed
+            with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
+                child = self._spawn(*claimed, ticket, mask)
+                running[child.child.pidfd] = child
+            claimed = None
+        return claimed
+
+    def _wait(self, running: dict[int, _Running], for_slot: bool, for_claims: bool) -> list[_Running]:
+        """Wait for a child to end, or for a slot or a claim to be let go; returns the children that ended."""
+        gate, claims = self.res.gate, self.cache.claims
+        fds = list(running)
+        timeouts = []
+        if for_slot and len(running) < self.res.jobs:
+            fds += gate.fds()
+            timeouts.append(gate.timeout)
+        if for_claims:
+            fds += claims.fds()
+            timeouts.append(claims.timeout)
+        timeout = min((t for t in timeouts if t is not None), default=None)
+        ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
+        self.cache.locks.drain()
+        return [running.pop(fd) for fd in ready if fd in running]
+
+    def _reap(self, child: _Running) -> ToolFailed | None:
+        """A child ended: give back its slot, check and store its object, then let go of its claim."""
+        rc = child.child.wait()
+        end = time.time()
+        self.res.gate.give(child.ticket)
         try:
-            pid = os.posix_spawn(argv[0], argv, env, file_actions=[
-                (os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)])
+            failure = self._finish(child.job, child.key, child.argv, rc, end - child.start)
         finally:
-            os.close(log)
-        return _Running(pid, os.pidfd_open(pid), job, key, argv, time.time())
+            self._release(child.key)  # after the store: a waiter finds the object
+        if not failure:
+            self._done(self._compiled(child.job, child.start, end))
+        return failure
+
+    def _spawn(self, job: Job, key: str, argv: list[str], ticket: Ticket, sigmask: set[int]) -> _Running:
+        shard_path = job.shard_path
+        try:
+            if not os.path.exists(shard_path):
+                os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
+                with open(shard_path, "wb") as f:
+                    f.write(job.shard)
+            child = proc.spawn(argv, output=job.output + ".log", watch=True, keep_fds=self.res.gate.inherit(ticket),
+                               sigmask=sigmask)
+        except BaseException:
+            self.res.gate.give(ticket)
+            raise
+        return _Running(child, job, key, argv, time.time(), ticket)
 
     def _finish(self, job: Job, key: str, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
         with open(job.output + ".log", "rb") as f:
@@ -270,14 +359,39 @@ class Executor:
         if rc != 0 or not obj or backend.BACKEND_FAILURE in out:
             self.cache.stats.add("backend_failures")
             why = f"exited {rc}" if rc else "wrote an empty object" if not obj else "reported a backend error"
-            return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}")
-        if out:  # the compiler's own warnings, as an in-process link would print them
-            sys.stderr.write(out)
+            return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}", Reason.BACKEND_FAILED)
+        self._warnings(job, out)
         self.cache.stats.add("backend_misses")
         self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
         if self.remote is not None:
             self.remote.publish(job, obj)
         return None
+
+
+    def _warnings(self, job: Job, text: str) -> None:
+        """Keep what a successful compile printed: in-process ThinLTO prints nothing of the
+        kind, so it goes to the log, to stderr only when the link fails or when verbose."""
+        if not text:
+            return
+        self.output[job.output] = text
+        if self.res.verbose:
+            sys.stderr.write(text)
+
+    def warnings_text(self) -> str:
+        """Every backend's kept output, each under the module it came from."""
+        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{self.output[o.job.output]}"
+                       for o in self.outcomes if o.job.output in self.output)
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[set[int]]:
+    """Hold SIGINT and SIGTERM back for the body (they raise in the middle of it otherwise);
+    yields the mask from before, for the children started in it."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield before
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _write(path: str, data: bytes) -> None:

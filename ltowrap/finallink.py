@@ -7,10 +7,8 @@ the input the user gave, so a link error reads as it would without ltowrap.
 
 from __future__ import annotations
 
-import subprocess
-
+from . import proc
 from .plan import LinkPlan, Module
-from .proc import tool_env
 from .thinlink import ThinLinkResult
 
 # Beyond this many bytes of arguments, pass them in a response file.
@@ -44,9 +42,9 @@ def run(cmd: list[str], result: ThinLinkResult, workdir: str) -> tuple[int, byte
         with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write("\n".join(quote(a) for a in cmd[1:]))
         cmd = [cmd[0], "@" + rsp]
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tool_env())
+    rc, out, err = proc.capture(cmd)
     names = {j.output: j.module.origin for j in result.jobs}
-    return done.returncode, _rename(done.stdout, names), _rename(done.stderr, names)
+    return rc, _rename(out, names), _rename(err, names)
 
 
 def _rename(text: bytes, names: dict[str, str]) -> bytes:
@@ -82,12 +80,8 @@ def user_error(stderr: bytes, plan: LinkPlan, nm: str) -> bool:
     names = undefined_symbols(stderr)
     if not names or any(".llvm." in n for n in names):
         return False
-    try:
-        done = subprocess.run([nm, "--defined-only", "--format=just-symbols", *(m.path for m in plan.modules)],
-                              capture_output=True, env=tool_env())
-    except OSError:
+    rc, out, _ = proc.capture([nm, "--defined-only", "--format=just-symbols", *(m.path for m in plan.modules)])
+    if rc != 0:
         return False
-    if done.returncode != 0:
-        return False
-    defined = set(done.stdout.decode("utf-8", "replace").split())
+    defined = set(out.decode("utf-8", "replace").split())
     return not any(n.split("@", 1)[0] in defined for n in names)

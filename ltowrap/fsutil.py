@@ -37,12 +37,15 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
     """
     directory = os.path.dirname(path)
     tmp = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(6).hex()}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    # The open is inside the try: a signal (KeyboardInterrupt) right after it must not
+    # leave the temp file behind.
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except FileNotFoundError:
-        make_dirs(directory)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
+        try:
+            fd = os.open(tmp, flags, mode)
+        except FileNotFoundError:
+            make_dirs(directory)
+            fd = os.open(tmp, flags, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.rename(tmp, path)

@@ -1,4 +1,4 @@
-"""A GNU make jobserver client: borrow a token for every backend compile beyond the first.
+"""A GNU make jobserver client: borrow a token for every backend compile beyond the first (slots.JobserverGate).
 
 make passes the jobserver in MAKEFLAGS as --jobserver-auth=fifo:PATH (make >= 4.4) or
 --jobserver-auth=R,W (a pipe; also --jobserver-fds=R,W in older makes); the last one
@@ -13,7 +13,6 @@ children share, and a wait for a token can be multiplexed with waits for our chi
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 
 
@@ -96,23 +95,6 @@ def default_jobs(setting: int) -> int:
     return setting if setting > 0 else len(os.sched_getaffinity(0))
 
 
-def from_environment(setting: int, marker_dir: str | None = None) -> tuple[Jobserver | None, int]:
-    """(jobserver or None, job limit). With a jobserver the limit is what its tokens allow.
-
-    An unusable jobserver is reported once per make run (a marker named after the make
-    process goes in marker_dir), not once per link.
-    """
-    try:
-        js = connect(os.environ.get("MAKEFLAGS", ""))
-    except Unusable as e:
-        if _first_warning(marker_dir):
-            print(f"ltowrap: {e}; using {default_jobs(setting)} jobs", file=sys.stderr)
-        return None, default_jobs(setting)
-    if js is None:
-        return None, default_jobs(setting)
-    return js, default_jobs(setting) if setting > 0 else 1 << 16
-
-
 def _make_process() -> str | None:
     """'<pid>-<start time>' of the nearest `make` among our ancestors, or None."""
     pid = os.getppid()
@@ -132,7 +114,8 @@ def _make_process() -> str | None:
     return None
 
 
-def _first_warning(marker_dir: str | None) -> bool:
+def first_warning(marker_dir: str | None) -> bool:
+    """Is this the first report of an unusable jobserver in this make run? (A marker named after make, in marker_dir.)"""
     make = _make_process()
     if marker_dir is None or make is None:
         return True

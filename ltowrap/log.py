@@ -1,14 +1,70 @@
-"""LTOWRAP_LOG: one JSON line per invocation, appended whole (O_APPEND, one write, under flock)."""
+"""LTOWRAP_LOG: one JSON line per link or distributor run, appended whole (O_APPEND, one write, under flock)."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import time
+from dataclasses import asdict, dataclass, field
 
 
-def append(path: str, record: dict) -> None:
-    line = (json.dumps(record, sort_keys=True) + "\n").encode()
+@dataclass
+class Backend:
+    """One backend job of a run: where its object came from, and when."""
+
+    module: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
+    source: str  # executor.COMPILED, CACHED, REMOTE_CACHED or REMOTE_EXECUTED
+    start: float
+    end: float
+    cached: bool
+    action: str | None = None  # the remote action digest, when a remote service was asked
+    remote_error: str | None = None  # why the remote service did not serve it
+    recorded: bool | None = None  # False: the module had no option record (its own facts were used)
+    output: str | None = None  # what the compile printed (warnings), kept out of the build's stderr
+    waited: bool | None = None  # another process was making the same object: this one waited for it
+
+
+@dataclass
+class Record:
+    """What one invocation did. Optional fields that are None are left out of the line."""
+
+    tool: str
+    argv: list[str]
+    cwd: str = field(default_factory=os.getcwd)
+    pid: int = field(default_factory=os.getpid)
+    start: float = field(default_factory=time.time)
+    end: float | None = None
+    decision: str = "passthrough"  # distributed | passthrough | fallback | interrupted | failed
+    reason: str | None = None  # errors.Reason's key
+    detail: str | None = None  # the reason, as the user was told
+    output: str | None = None  # what the step that failed printed (a backend's errors)
+    modules: int = 0
+    thinlink_cached: bool = False
+    phases: dict[str, float] = field(default_factory=dict)
+    backends: list[Backend] = field(default_factory=list)
+    backend_compiles: int = 0
+    backend_hits: int = 0
+    backend_waits: int | None = None  # backends another process was making when this one needed them
+    slots: str | None = None  # where backend compiles got their slots: 'jobserver' (make's) or 'pool' (the machine's)
+    remote_hits: int | None = None
+    remote_executed: int | None = None
+    remote_down: str | None = None
+
+    def to_json(self) -> dict:
+        return _without_none(asdict(self))
+
+
+def _without_none(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def append(path: str, record: Record) -> None:
+    line = (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError:

@@ -6,6 +6,7 @@ BITCODE = b"BC\xc0\xde"
 BITCODE_WRAPPER = b"\xde\xc0\x17\x0b"
 ARCHIVE = b"!<arch>\n"
 THIN_ARCHIVE = b"!<thin>\n"
+ELF = b"\x7fELF"
 
 
 def is_bitcode(head: bytes) -> bool:

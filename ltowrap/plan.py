@@ -9,6 +9,8 @@ and the thin-link sees it through the link's view (Cache.view) as `<view>/<posit
   that really depend on the edited module;
 - the store keeps the bytes, verified, once per content. Two identical inputs get two
   positions, so two module IDs.
+With --fat-lto-objects, an ELF object (or archive member) that carries a `.llvm.lto`
+section is, as for lld, the module in that section: its native code is not linked.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import archive
+from . import archive, elf
 from .cache import Cache
 from .cachekey import digest_bytes
 from .cmdline import Arg, LinkCommand
-from .errors import Unsupported
+from .errors import Reason, Unsupported
 from .magic import is_archive, is_bitcode, read_head
 from .records import record_key
 
@@ -34,8 +36,9 @@ class Module:
     record_key: str = ""  # records.record_key of the bytes: finds the compile's options
 
     @classmethod
-    def of(cls, data: bytes, path: str, origin: str) -> Module:
-        return cls(digest_bytes(data), path, origin, len(data), record_key(data))
+    def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None) -> Module:
+        """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
+        return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container))
 
 
 @dataclass(frozen=True)
@@ -102,23 +105,29 @@ def build(command: LinkCommand, cache: Cache, view: str) -> LinkPlan:
     modules: list[Module] = []
     others: list[str] = []
 
-    def module(data: bytes, origin: str) -> Module:
+    def module(data: bytes, origin: str, container: bytes | None = None) -> Module:
         stored = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, cache.view_module(view, len(modules), stored), origin)
+        m = Module.of(data, cache.view_module(view, len(modules), stored), origin, container)
         modules.append(m)
         return m
 
+    fat = command.fat_lto_objects
     for arg in command.args:
         path = arg.input
         if path is None:
             pieces.append(Piece(arg))
             continue
-        head = read_head(path)
+        head = read_head(path, 18)
         if is_bitcode(head):
             data = _read(path)
             pieces.append(Piece(arg, (module(data, path),), rewritten=True))
+        elif fat and elf.is_relocatable(head) and (bitcode := fat_bitcode(data := _read(path), path)) is not None:
+            # lld links a FatLTO object's bitcode, not its native code: in the final link, its
+            # place goes to the object compiled from that bitcode, as for any module.
+            pieces.append(Piece(arg, (module(bitcode, path, container=data),), rewritten=True))
         elif is_archive(head):
-            if not archive.has_bitcode_member(path):  # reads headers only: libc.a stays cheap
+            if not archive.has_bitcode_member(path) and not (fat and archive.may_hold_fat_member(path)):
+                # reads headers only (or, for --fat-lto-objects, scans once): libc.a stays cheap
                 others.append(path)
                 pieces.append(Piece(arg))
                 continue
@@ -128,6 +137,8 @@ def build(command: LinkCommand, cache: Cache, view: str) -> LinkPlan:
                 origin = f"{path}({m.name})"
                 if is_bitcode(data[:4]):
                     expanded.append(module(data, origin))
+                elif fat and (bitcode := fat_bitcode(data, origin)) is not None:
+                    expanded.append(module(bitcode, origin, container=data))
                 else:
                     expanded.append(cache.store_module(digest_bytes(data), data, ".native.o"))
             wrap = not arg.whole_archive and not arg.lazy
@@ -136,8 +147,20 @@ def build(command: LinkCommand, cache: Cache, view: str) -> LinkPlan:
             others.append(path)
             pieces.append(Piece(arg))
     if not modules:
-        raise Unsupported("no bitcode")
+        raise Unsupported(Reason.NO_BITCODE)
     return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others))
+
+
+def fat_bitcode(data: bytes, origin: str) -> bytes | None:
+    """The bitcode lld links in place of a FatLTO object under --fat-lto-objects: its
+    `.llvm.lto` section (None: a plain native object, linked as it is)."""
+    try:
+        bitcode = elf.section(data, elf.LLVM_LTO)
+    except elf.BadElf as e:
+        raise Unsupported(Reason.UNREADABLE_INPUT, f"cannot read the sections of {origin}: {e}") from e
+    if bitcode is not None and not is_bitcode(bitcode[:4]):
+        raise Unsupported(Reason.UNREADABLE_INPUT, f"{origin}: its .llvm.lto section holds no bitcode")
+    return bitcode
 
 
 def _read(path: str) -> bytes:
@@ -145,4 +168,4 @@ def _read(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise Unsupported(f"cannot read {path!r}: {e.strerror}") from e
+        raise Unsupported(Reason.UNREADABLE_INPUT, f"cannot read {path!r}: {e.strerror}") from e

@@ -1,26 +1,124 @@
-"""Running tools ltowrap needs for itself; their failures carry the argv and output."""
+"""Starting processes: every tool ltowrap runs or becomes is started here, with the recursion guard.
+
+A real tool that ltowrap runs gets GUARD in its environment, so that a shim it reaches
+(a clang that finds our ld.lld on PATH, a second ltowrap install) passes straight through.
+The one exception is the driver that must reach ltowrap's own ld.lld entry
+(`exec_tool(..., guard=False)`).
+
+Runs on the compile path: `subprocess` (about 15 ms to import) is loaded only by the
+functions that capture output, never by exec_tool, spawn or wait.
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
+import sys
 
-from .errors import ToolFailed
-from .toolchain import GUARD
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import NoReturn
+
+    from .errors import Reason
+
+GUARD = "LTOWRAP_ACTIVE"
 
 
-def tool_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env[GUARD] = "1"
-    return env
+def tool_env(env: Mapping[str, str] | None = None, guard: bool = True) -> dict[str, str]:
+    out = dict(os.environ if env is None else env)
+    if guard:
+        out[GUARD] = "1"
+    return out
 
 
-def run(argv: list[str], cwd: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run to completion with output captured; ToolFailed on a non-zero exit."""
+def guarded(env: Mapping[str, str] = os.environ) -> bool:
+    """Were we started by ltowrap itself (so must pass through)?"""
+    return bool(env.get(GUARD))
+
+
+def exec_tool(argv: list[str], env: Mapping[str, str] | None = None, guard: bool = True) -> NoReturn:
+    """Become the tool (never returns); a tool that cannot be started exits 127, as a shell would."""
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=tool_env())
+        os.execve(argv[0], argv, tool_env(env, guard))
     except OSError as e:
-        raise ToolFailed(argv, 127, f"cannot run {argv[0]}: {e.strerror}") from e
-    if done.returncode != 0:
-        raise ToolFailed(argv, done.returncode, done.stdout.decode("utf-8", "replace"))
-    return done
+        print(f"ltowrap: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
+        sys.exit(127)
+
+
+class Child:
+    """A started process; `pidfd` (Linux) becomes readable when it exits, for select()."""
+
+    __slots__ = ("pid", "pidfd")
+
+    def __init__(self, pid: int, pidfd: int = -1) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+
+    def wait(self) -> int:
+        """Its exit code; a death by signal N is 128 + N, as a shell reports it."""
+        _, status = os.waitpid(self.pid, 0)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+        rc = os.waitstatus_to_exitcode(status)
+        return rc if rc >= 0 else 128 - rc
+
+    def kill(self, sig: int) -> None:
+        """Stop it and reap it (an already gone child is fine)."""
+        try:
+            os.kill(self.pid, sig)
+        except OSError:
+            pass
+        try:
+            self.wait()
+        except OSError:
+            pass
+
+
+def spawn(argv: list[str], output: str | None = None, watch: bool = False, keep_fds: tuple[int, ...] = (),
+          sigmask: Iterable[int] | None = None) -> Child:
+    """Start a guarded tool; its stdout and stderr go to `output` (a new file) or stay ours.
+
+    OSError if it cannot be started. `watch` opens a pidfd to wait on with select().
+    `keep_fds` stay open in the tool (a dup2 onto itself clears close-on-exec), as the
+    lock of the slot it runs in. `sigmask` is the tool's signal mask (default: ours).
+    """
+    actions = [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in keep_fds]
+    fd = -1
+    if output is not None:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
+    try:
+        extra = {} if sigmask is None else {"setsigmask": sigmask}
+        pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, **extra)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return Child(pid, os.pidfd_open(pid) if watch else -1)
+
+
+def capture(argv: list[str], cwd: str | None = None, merge: bool = False) -> tuple[int, bytes, bytes]:
+    """Run a guarded tool to completion: (exit code, stdout, stderr); stderr is in stdout if `merge`.
+
+    A tool that cannot be started gives 127 and the reason on stderr.
+    """
+    import subprocess
+
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+                              cwd=cwd, env=tool_env())
+    except OSError as e:
+        return 127, b"", f"cannot run {argv[0]}: {e.strerror}".encode()
+    return done.returncode, done.stdout, done.stderr or b""
+
+
+def run(argv: list[str], cwd: str | None = None, reason: Reason | None = None) -> bytes:
+    """Run a tool ltowrap needs for itself: its merged output, or ToolFailed carrying it."""
+    rc, out, err = capture(argv, cwd, merge=True)
+    if rc != 0:
+        from .errors import Reason, ToolFailed
+
+        raise ToolFailed(argv, rc, (out + err).decode("utf-8", "replace"), reason or Reason.TOOL_FAILED)
+    return out

@@ -1,7 +1,8 @@
 """Per-module backend options: recorded when a compile writes bitcode, found again by content.
 
-The record for a module is keyed by the BLAKE2b-128 of the bitcode file's bytes, so it is
-found wherever the module travels: renamed, copied into an archive, or two different
+The record for a module is keyed by the BLAKE2b-128 of the file the compile wrote (the
+bitcode, or a FatLTO object: an ELF object that carries it), so it is found wherever the
+module travels: renamed, copied into an archive, or two different
 `util.o` in two directories. (BLAKE2b because the sh entry computes it too, with
 coreutils' `b2sum -l 128`.) It holds the compile's arguments, NUL-terminated, as given;
 the link reads the codegen part of them (driverargs.codegen_options).
@@ -13,8 +14,8 @@ import hashlib
 import os
 import sys
 
-from . import driverargs, fsutil
-from .magic import is_bitcode
+from . import driverargs, fsutil, proc
+from .magic import ELF, is_bitcode
 
 RECORD_DIR = "r"
 
@@ -39,35 +40,26 @@ def load(cache_dir: str, key: str) -> list[str] | None:
     return driverargs.codegen_options(args[:-1] if args and args[-1] == "" else args)
 
 
-def compile_and_record(real: list[str], args: list[str], seen: list[str], env, resolved: dict | None) -> int:
-    """Run the compile, then record its options for each bitcode file it wrote.
+def compile_and_record(argv: list[str], seen: list[str], cache_dir: str) -> int:
+    """Run the compile `argv`, then record its options for each bitcode file it wrote.
 
-    `seen` is `args` with response files expanded: what the options are read from.
+    `seen` is its arguments with response files expanded: what the options are read from.
     """
-    from .toolchain import GUARD
-
-    child_env = dict(env)
-    child_env[GUARD] = "1"
     try:
-        pid = os.posix_spawn(real[0], real + args, child_env)
+        rc = proc.spawn(argv).wait()
     except OSError as e:
-        print(f"ltowrap: cannot run {real[0]}: {e.strerror}", file=sys.stderr)
+        print(f"ltowrap: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
         return 127
-    _, status = os.waitpid(pid, 0)
-    rc = os.waitstatus_to_exitcode(status)
     if rc != 0:
-        return rc if rc > 0 else 128 - rc
+        return rc
     try:
-        _record(seen, env, resolved)
+        _record(seen, cache_dir)
     except Exception as e:  # recording is an optimisation; the compile succeeded
         print(f"ltowrap: could not record compile options: {e}", file=sys.stderr)
     return 0
 
 
-def _record(args: list[str], env, resolved: dict | None) -> None:
-    from .config import default_cache_dir
-
-    cache_dir = env.get("LTOWRAP_DIR") or (str(resolved["cache_dir"][0]) if resolved else "") or default_cache_dir()
+def _record(args: list[str], cache_dir: str) -> None:
     record = b"".join(a.encode("utf-8", "surrogateescape") + b"\0" for a in args)
     for out in driverargs.compile_outputs(args):
         try:
@@ -75,5 +67,5 @@ def _record(args: list[str], env, resolved: dict | None) -> None:
                 data = f.read()
         except OSError:
             continue
-        if is_bitcode(data[:4]):
+        if is_bitcode(data[:4]) or data.startswith(ELF):  # ELF: a FatLTO object (-ffat-lto-objects)
             fsutil.atomic_write(record_path(cache_dir, record_key(data)), record)

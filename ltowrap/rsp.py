@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import Unsupported
+from .errors import Reason, Unsupported
 
 MAX_RESPONSE_DEPTH = 16
 
@@ -19,13 +19,13 @@ def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> li
     for tok in argv:
         if tok.startswith("@") and len(tok) > 1:
             if depth >= MAX_RESPONSE_DEPTH:
-                raise Unsupported(f"response files nested too deep (loop?) at {tok}")
+                raise Unsupported(Reason.BAD_RESPONSE_FILE, f"nested too deep (loop?) at {tok}")
             path = os.path.join(cwd, tok[1:])
             try:
                 with open(path, encoding="utf-8", errors="surrogateescape") as f:
                     text = f.read()
             except OSError as e:
-                raise Unsupported(f"cannot read response file {tok[1:]!r}: {e.strerror}") from e
+                raise Unsupported(Reason.BAD_RESPONSE_FILE, f"cannot read {tok[1:]!r}: {e.strerror}") from e
             out += expand_response_files(tokenize_gnu(text), cwd, depth + 1)
         else:
             out.append(tok)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import fsutil
+from .errors import Reason
 
 SHARDS = 16
 STATS_DIR = "stats"
@@ -25,8 +26,10 @@ COUNTERS: dict[str, str] = {
     "backend_hits": "backend compiles served from the cache",
     "backend_misses": "backend compiles run (and stored)",
     "backend_failures": "backend compiles that failed or wrote an empty object",
+    "backend_waits": "backends another ltowrap process was already making: waited for, not compiled twice",
     "thinlink_hits": "thin-links skipped: inputs unchanged since a cached thin-link",
     "thinlink_misses": "thin-links run",
+    "thinlink_waits": "thin-links another ltowrap process was already running: waited for, not run twice",
     "distributor_runs": "job files run for lld's integrated DTLTO (ltowrap-distributor)",
     "remote_hits": "backend objects served by the remote action cache",
     "remote_misses": "backend compiles the remote action cache did not have",
@@ -54,21 +57,21 @@ class Stats:
     def add(self, name: str, n: float = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
-    def fallback(self, reason: str) -> None:
-        """Count a fallback under its reason, less the file names and details it may carry."""
+    def fallback(self, reason: Reason) -> None:
+        """Count a fallback under its reason's stable key."""
         self.add("links_fallback")
-        key = reason_key(reason)
-        self.reasons[key] = self.reasons.get(key, 0) + 1
+        self.reasons[reason.value] = self.reasons.get(reason.value, 0) + 1
 
     def empty(self) -> bool:
         return not self.counts and not self.reasons
 
 
-def reason_key(reason: str) -> str:
-    """'malformed archive '/x/y.a': bad member size at offset 8' -> 'malformed archive'."""
-    for sep in (" '", ' "', ": "):
-        reason = reason.split(sep, 1)[0]
-    return reason
+def reason_text(key: str) -> str:
+    """What a fallback reason's key means (a key from an older ltowrap is shown as it is)."""
+    try:
+        return Reason(key).text
+    except ValueError:
+        return key
 
 
 def _shard_path(cache_dir: str, pid: int) -> str:

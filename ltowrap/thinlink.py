@@ -1,6 +1,7 @@
 """The thin-link: lld with --thinlto-index-only writes one index shard per module; we read them back.
 
-Its result is cached under a key of the link line and the contents of everything it reads,
+Its result is cached under a key of the link line and the contents of everything it reads
+(cachekey.thinlink_key),
 so a relink with nothing changed skips it and goes straight to the backend cache.
 """
 
@@ -12,12 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import proc
-from .cache import THINLINKS, Cache
-from .cachekey import Hasher, digest_bytes
-from .errors import Unsupported
-from .fsutil import read_bytes
 from .backend import Job
-from .bitcode import shard_identity
+from .cache import THINLINKS, Cache
+from .cachekey import shard_identity
+from .errors import Reason, Unsupported
+from .fsutil import read_bytes
 from .plan import LinkPlan
 
 
@@ -32,32 +32,31 @@ class ThinLinkResult:
     cached: bool
 
 
-def key(plan: LinkPlan, ld: list[str], ld_identity: str, cwd: str) -> str:
-    h = Hasher()
-    h.field("ld", ld_identity)
-    h.field("cwd", cwd)  # relative paths in the command resolve against it
-    h.field("argv", "\0".join(plan.tokens(lambda m: m.path)))
-    for m in plan.modules:  # view paths name positions, not contents
-        h.field("module", f"{m.path}\0{m.digest}")
-    for path in (*plan.other_inputs, *plan.command.read_files):
-        try:
-            h.field("file", path + "\0" + digest_bytes(read_bytes(path)))
-        except OSError:
-            h.field("missing", path)
-    return h.hexdigest()
-
-
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
         digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
-    if thin_key is not None:
-        hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
-        if hit is not None:
-            return hit
+    """The cached thin-link, else this one run under a claim: an identical thin-link already
+    running in another process is waited for (holding no slot) and its result taken."""
+    if thin_key is None:
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+    hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
+    if hit is not None:
+        return hit
+    with cache.claims.holding(THINLINKS, thin_key) as waited:
+        if waited:
+            cache.stats.add("thinlink_waits")
+            hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
+            if hit is not None:
+                return hit
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+
+
+def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
+           digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
     if ";" in store_prefix or ";" in idx:
-        raise Unsupported("cache path contains ';', which --thinlto-prefix-replace cannot express")
+        raise Unsupported(Reason.CACHE_PATH, f"{store_prefix!r} contains ';'")
     argv = ld + plan.tokens(lambda m: m.path) + [
         f"--thinlto-index-only={objects}",
         "--thinlto-emit-imports-files",
@@ -68,18 +67,18 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
         argv += ["-mllvm", "-import-declaration"]
-    proc.run(argv)
+    proc.run(argv, reason=Reason.THINLINK_FAILED)
     by_path = plan.by_path()
     jobs: list[Job] = []
     full: set[str] = set()
     record: list[dict] = []
     for line in read_bytes(objects).decode("utf-8", "surrogateescape").splitlines():
         if not line.startswith(idx):
-            raise Unsupported(f"thin-link listed an object outside its directory: {line!r}")
+            raise Unsupported(Reason.THINLINK_OUTPUT, f"an object outside its directory: {line!r}")
         rel = line[len(idx) :]
         module = by_path.get(store_prefix + rel)
         if module is None:
-            raise Unsupported(f"thin-link listed an unknown module: {line!r}")
+            raise Unsupported(Reason.THINLINK_OUTPUT, f"an unknown module: {line!r}")
         shard = read_bytes(line + ".thinlto.bc")
         imports = tuple(read_bytes(line + ".imports").decode("utf-8", "surrogateescape").splitlines())
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path

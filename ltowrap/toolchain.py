@@ -1,4 +1,5 @@
-"""Find the real tools: never ltowrap itself, even through symlinks, and always one LLVM's set.
+"""Facts about the real tools: where they are (never ltowrap itself, even through symlinks,
+always one LLVM's set), which files make up the compiler, and its version.
 
 Runs on the compile path: standard library only.
 """
@@ -7,12 +8,18 @@ from __future__ import annotations
 
 import os
 
-# A real tool that ltowrap runs gets this variable, so that a shim it reaches (a clang
-# that finds our ld.lld on PATH, a second ltowrap install) passes straight through.
-GUARD = "LTOWRAP_ACTIVE"
-# Set by the clang entry for the ld.lld entry it routes a bitcode link to.
+from . import proc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# Set by the clang entry for the ld.lld entry it routes a bitcode link to: the real ld.lld.
 REAL_LD = "LTOWRAP_REAL_LD"
+# Every entry script carries this marker in its first lines (see is_ltowrap).
 MARKER = b"ltowrap-entry"
+# The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
+SHIMMED = ("clang", "clang++", "ld.lld")
 
 
 class ToolNotFound(Exception):
@@ -39,6 +46,28 @@ def find_on_path(name: str, path: str | None = None) -> str:
     raise ToolNotFound(f"no {name} on PATH other than ltowrap")
 
 
+def versioned_tools(path: str | None = None) -> list[str]:
+    """The versioned names of SHIMMED tools on PATH that are not ltowrap ('clang-19', 'ld.lld-22', ...).
+
+    Versioned names are whatever the machine has (Debian's clang-N, apt.llvm.org's, a
+    hand-made clang-19.1), so `ltowrap shims` asks PATH each time rather than a list.
+    """
+    found = set()
+    for d in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        try:
+            names = os.listdir(d or ".")
+        except OSError:
+            continue
+        for name in names:
+            base, dash, version = name.rpartition("-")
+            if not dash or base not in SHIMMED or not all(p.isdigit() for p in version.split(".")):
+                continue
+            candidate = os.path.join(d or ".", name)
+            if name not in found and os.access(candidate, os.X_OK) and not is_ltowrap(os.path.realpath(candidate)):
+                found.add(name)
+    return sorted(found)
+
+
 def clang_flavour(tool: str) -> tuple[str, str]:
     """'clang++-22' -> ('clang++', '-22'): the driver mode and the version suffix."""
     for mode in ("clang++", "clang"):
@@ -47,25 +76,67 @@ def clang_flavour(tool: str) -> tuple[str, str]:
     return tool, ""
 
 
-def find_tool(tool: str, env: dict[str, str] | os._Environ[str], configured_clang: str = "") -> list[str]:
-    """argv prefix that runs the real `tool` (a clang driver name or ld.lld)."""
-    clang = env.get("LTOWRAP_CLANG") or configured_clang
-    if tool.startswith("ld.lld") or tool == "ld":
+def is_linker(tool: str) -> bool:
+    return tool.startswith("ld.lld") or tool == "ld"
+
+
+def find_tool(tool: str, clang: str = "", env: Mapping[str, str] = os.environ) -> list[str]:
+    """argv prefix that runs the real `tool` (a clang driver name or ld.lld); `clang` is the
+    configured real clang (the `clang` setting), if any."""
+    if is_linker(tool):
         real = env.get(REAL_LD) or (sibling(clang, "ld.lld") if clang else "")
         return [real] if real else [find_on_path(tool)]
     if not clang:
         return [find_on_path(tool)]
     mode, _ = clang_flavour(tool)
-    if mode == "clang++":
-        base = os.path.basename(clang)
-        plusplus = os.path.join(os.path.dirname(clang), base.replace("clang", "clang++", 1))
-        if "clang++" not in base and os.access(plusplus, os.X_OK):
-            return [plusplus]
-        if "clang++" not in base:
-            return [clang, "--driver-mode=g++"]
-    return [clang]
+    base = os.path.basename(clang)
+    if mode != "clang++" or "clang++" in base:
+        return [clang]
+    # The sh entry (scripts/ltowrap-clang) maps clang++ the same way; tests/test_entry_fastpath.py checks.
+    plusplus = os.path.join(os.path.dirname(clang), base.replace("clang", "clang++", 1))
+    if "clang" in base and os.path.isfile(plusplus) and os.access(plusplus, os.X_OK):
+        return [plusplus]
+    return [clang, "--driver-mode=g++"]
 
 
 def sibling(tool_path: str, name: str) -> str:
     """A tool from the same LLVM installation as `tool_path` (Debian: /usr/lib/llvm-N/bin)."""
     return os.path.join(os.path.dirname(os.path.realpath(tool_path)), name)
+
+
+def backend_clang(real_ld: str, configured: str = "") -> str:
+    """The clang that compiles backends: the configured one, else the one beside ld.lld."""
+    clang = configured or sibling(real_ld, "clang")
+    if not os.access(clang, os.X_OK):
+        from .errors import Reason, Unsupported
+
+        raise Unsupported(Reason.NO_BACKEND_COMPILER, f"no clang beside {real_ld}")
+    return clang
+
+
+def compiler_files(clang: str) -> list[str]:
+    """The files whose change changes the compiler: the driver and the LLVM libraries beside it."""
+    real = os.path.realpath(clang)
+    libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
+    try:
+        libs = sorted(n for n in os.listdir(libdir) if n.startswith(("libLLVM", "libclang-cpp")) and ".so" in n)
+    except OSError:
+        libs = []
+    return [real, *(os.path.join(libdir, n) for n in libs)]
+
+
+def version_text(tool: str) -> str:
+    """`tool --version`, as it prints it."""
+    _, out, _ = proc.capture([tool, "--version"], merge=True)
+    return out.decode(errors="replace")
+
+
+def llvm_major(version: str) -> int:
+    """The major version in a `clang version N.x` text (0 if not found).
+
+    The thin-link's lld is the one beside this clang (sibling), so it is the same.
+    """
+    marker = "clang version "
+    i = version.find(marker)
+    digits = version[i + len(marker) :].split(".", 1)[0] if i >= 0 else ""
+    return int(digits) if digits.isdigit() else 0

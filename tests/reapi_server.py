@@ -3,7 +3,7 @@
 Runs on the project's Python (3.11); everything REAPI runs as subprocesses in a
 separate venv, .venv-buildgrid, made from Python 3.13 (BuildGrid 0.9.1 needs >= 3.13).
 
-    python, reason = ensure_buildgrid_venv()   # python is None -> pytest.skip(reason)
+    python = buildgrid_or_missing()            # or a skip (locally) / failure (CI=true) naming what is missing
     with cache_server(tmp_path) as url: ...                    # "grpc://127.0.0.1:PORT"
     with secure_cache_server(tmp_path) as srv:                 # TLS + JWT bearer tokens
         srv.url, srv.ca, srv.token                             # "grpcs://127.0.0.1:PORT"
@@ -59,7 +59,8 @@ STARTUP_TIMEOUT_S = 60.0
 
 def find_python313() -> Path | None:
     """A Python 3.13 interpreter: pyenv's first, then python3.13 on PATH."""
-    for candidate in sorted(glob.glob("/root/.pyenv/versions/3.13*/bin/python"), reverse=True):
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for candidate in sorted(glob.glob(f"{pyenv}/versions/3.13*/bin/python"), reverse=True):
         if os.access(candidate, os.X_OK):
             return Path(candidate)
     found = shutil.which("python3.13")
@@ -88,7 +89,7 @@ def ensure_buildgrid_venv() -> tuple[Path | None, str]:
         return python, ""
     base = find_python313()
     if base is None:
-        return None, "no Python 3.13 (BuildGrid 0.9.1 needs >= 3.13): looked in /root/.pyenv and PATH"
+        return None, "no Python 3.13 (BuildGrid 0.9.1 needs >= 3.13): looked in pyenv's versions and PATH"
     lock_path = Path(tempfile.gettempdir()) / "ltowrap-venv-buildgrid.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -103,6 +104,17 @@ def ensure_buildgrid_venv() -> tuple[Path | None, str]:
             if pip.returncode != 0 or not _venv_complete():
                 return None, f"pip install buildgrid=={BUILDGRID_VERSION} failed:\n{pip.stderr[-2000:]}"
     return python, ""
+
+
+def buildgrid_or_missing() -> Path:
+    """The BuildGrid venv's python, or needs.missing naming what is not there (a test that needs it cannot run)."""
+    python, reason = ensure_buildgrid_venv()
+    if python is None:
+        from needs import missing
+
+        missing(f"BuildGrid {BUILDGRID_VERSION} in {BGD_VENV.name} ({reason})",
+                "dev/setup makes it from a Python >= 3.13")
+    return python
 
 
 def buildgrid_python() -> Path:
@@ -505,9 +517,9 @@ def exec_server(
     """
     python = buildgrid_python()
     if not (PG_BIN / "initdb").exists():
-        import pytest
+        from needs import missing
 
-        pytest.skip("PostgreSQL is not installed (BuildGrid's scheduler needs it; dev/setup installs it)")
+        missing(f"PostgreSQL ({PG_BIN / 'initdb'}), which BuildGrid's scheduler needs", "dev/setup installs postgresql")
     tmp_path.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         pg = Postgres(Path(tempfile.mkdtemp(prefix="ltowrap-pg-")))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import missing
+
 from ltowrap.archive import Member, read_members
 from ltowrap.errors import Unsupported
 
@@ -19,8 +21,17 @@ LLVM_AR = LLVM / "llvm-ar"
 GNU_AR = shutil.which("ar")
 LONG = "a_member_name_longer_than_15.o"  # > 15 chars: needs the "//" long-name table in GNU format
 
-pytestmark = pytest.mark.skipif(not (CLANG.exists() and LLVM_AR.exists()), reason="clang/llvm-ar 22 not installed")
-needs_gnu_ar = pytest.mark.skipif(GNU_AR is None, reason="GNU ar not installed")
+needs_gnu_ar = pytest.mark.gnu_ar  # the cases that run GNU ar (see tools_installed)
+
+
+@pytest.fixture(autouse=True)
+def tools_installed(request) -> None:
+    """clang and llvm-ar 22 for every test here, GNU ar for the cases marked so (needs.missing if not)."""
+    for tool in (CLANG, LLVM_AR):
+        if not tool.exists():
+            missing(str(tool), "dev/setup installs clang-22 and llvm-22")
+    if request.node.get_closest_marker("gnu_ar") and GNU_AR is None:
+        missing("GNU ar", "dev/setup installs binutils")
 
 
 def sh(*argv: object, cwd: Path) -> None:

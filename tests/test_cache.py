@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from conftest import Toolchain, have, links, run, stats_json, wrapper, write
+from needs import missing
 
 N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o
 
@@ -174,30 +176,77 @@ def test_damaged_entries_are_detected_and_rebuilt(project, tmp_path, tc22, damag
 def test_unwritable_cache_still_links(project, tmp_path, tc22):
     make_project(project)
     (tmp_path / "not-a-dir").write_text("a file where the cache should be\n")
-    done = build(project, tc22, {"LTOWRAP_DIR": str(tmp_path / "not-a-dir" / "cache")})
+    done = build(project, tc22, {"LTOWRAP_CACHE_DIR": str(tmp_path / "not-a-dir" / "cache")})
     assert "linking without it" in done.stderr
     assert prog_link(tmp_path)["decision"] == "distributed"
     assert output_of(project)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-@pytest.mark.parametrize("kind", ["full", "readonly"])
-def test_full_or_readonly_cache_still_links(project, tmp_path, tc22, kind):
-    make_project(project)
+def own_mounts() -> list[str]:
+    """The prefix that runs a command in a mount namespace of its own (unshare; no root needed).
+
+    Its mounts vanish with it, so a killed test leaves none behind.
+    """
+    ns = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"])]
+    if not have("unshare") or subprocess.run([*ns, "true"], capture_output=True).returncode != 0:
+        missing("a mount namespace of its own (unshare --mount, util-linux)",
+                "util-linux's unshare, and root or unprivileged user namespaces")
+    return ns
+
+
+# Inside the namespace: mount a tmpfs ($1: its options) on $2, write $3 bytes of filler,
+# then run the build ("$@" after those) and save `ltowrap stats --json` (the stats live in the tmpfs).
+ON_TMPFS = """set -e
+mount -t tmpfs -o "$1" tmpfs "$2"
+[ "$3" = 0 ] || head -c "$3" /dev/zero >"$2/filler"
+shift 3
+"$@"
+"$LTOWRAP" stats --json >"$STATS_OUT"
+"""
+BIG = 100_000  # bytes of data in big.o's bitcode: more than the 64 KiB tmpfs holds
+
+
+def big_module_project(d: Path) -> None:
+    """main.o and big.o, whose bitcode (a 100 KB table of distinct bytes) cannot fit the cache."""
+    table = ",".join(str((i * 7919) % 251) for i in range(BIG))
+    write(d / "big.c", f"const unsigned char big_table[{BIG}] = {{{table}}};\n")
+    write(d / "main.c", '#include <stdio.h>\nextern const unsigned char big_table[];\nint main(void){ unsigned s = 0;'
+          f' for (int i = 0; i < {BIG}; i += 97) s += big_table[i]; printf("%u\\n", s); return 0; }}\n')
+    write(d / "Makefile", """prog: main.o big.o
+\t$(CC) -fuse-ld=lld -O2 -flto=thin -o $@ main.o big.o
+%.o: %.c
+\t$(CC) -O2 -flto=thin -c $< -o $@
+""")
+
+
+@pytest.mark.parametrize("kind", ["full", "no-room-for-a-module", "readonly"])
+def test_full_or_readonly_cache_still_gives_a_distributed_link(project, tmp_path, tc22, kind):
+    """README: a full or read-only cache still gives a distributed link, with a throw-away cache.
+
+    full: the 64 KiB tmpfs is filled before the build (nothing more fits, not even the stats);
+    no-room-for-a-module: small files fit, big.o's module does not, so the count can be read back.
+    """
+    ns = own_mounts()
+    (make_project if kind == "full" else big_module_project)(project)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    opts = "size=64k" if kind == "full" else "size=1m,ro"
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount tmpfs here")
-    try:
-        if kind == "full":
-            (mnt / "filler").write_bytes(b"\0" * 60_000)
-        done = build(project, tc22, {"LTOWRAP_DIR": str(mnt / "cache") if kind == "full" else str(mnt)})
-        assert "ltowrap:" in done.stderr
-        assert output_of(project)
-        assert prog_link(tmp_path)["decision"] in ("distributed", "fallback")
-    finally:
-        subprocess.run(["umount", str(mnt)])
+    opts, filler, cache = {"full": ("size=64k", 60_000, mnt / "cache"),
+                           "no-room-for-a-module": ("size=64k", 0, mnt / "cache"),
+                           "readonly": ("size=1m,ro", 0, mnt)}[kind]
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(cache),
+           "LTOWRAP": wrapper("ltowrap"), "STATS_OUT": str(tmp_path / "stats.json")}
+    make = ["make", "-s", f"CC={wrapper('ltowrap-clang')}", f"AR={tc22.ar}"]
+    done = run([*ns, "sh", "-c", ON_TMPFS, "sh", opts, str(mnt), str(filler), *make], project, env=env)
+    rec = prog_link(tmp_path)
+    assert rec["decision"] == "distributed", (rec.get("detail"), done.stderr)
+    assert "linking without it" in done.stderr and "internal error" not in done.stderr
+    assert rec["backend_compiles"] == rec["modules"]  # every backend ran, on the throw-away cache
+    run([tc22.clang, "-O2", "-o", "ref", *sorted(p.name for p in project.glob("*.c"))], project)
+    assert output_of(project) == run(["./ref"], project).stdout
+    if kind == "no-room-for-a-module":
+        s = json.loads((tmp_path / "stats.json").read_text())
+        assert s["links_distributed"] == 1 and s["links_fallback"] == 0
+        assert s["cache_write_errors"] == 1  # big.o's module, once: not again for the same trouble
 
 
 def test_eviction_keeps_cache_under_max_size_and_keeps_recent(project, tmp_path, tc22):

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+
+import pytest
 
 from conftest import links, run, wrapper, write
 
@@ -47,7 +51,7 @@ def test_version_help_and_config(project, monkeypatch):
         assert counter in stats_help
     out = run([wrapper("ltowrap"), "config"], project, env={**os.environ, "LTOWRAP_JOBS": "3",
                                                          "LTOWRAP_REMOTE_HEADER": "authorization: Bearer s3cret"}).stdout
-    assert "(LTOWRAP_JOBS) jobs = 3" in out and "(LTOWRAP_DIR) cache_dir" in out and "(default) max_size" in out
+    assert "(LTOWRAP_JOBS) jobs = 3" in out and "(LTOWRAP_CACHE_DIR) cache_dir" in out and "(default) max_size" in out
     assert "remote_header = 'authorization: (hidden)'" in out and "s3cret" not in out
 
 
@@ -56,5 +60,29 @@ def test_doctor_reports_a_broken_setup(project, tmp_path, tc22):
     assert ok.returncode == 0 and "22.1" in ok.stdout
     (tmp_path / "file").write_text("x")
     bad = run([wrapper("ltowrap"), "doctor"], project,
-              env={**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_DIR": str(tmp_path / "file" / "c")}, check=False)
-    assert bad.returncode == 1 and "FAIL" in bad.stdout and "LTOWRAP_DIR" in bad.stdout
+              env={**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "file" / "c")}, check=False)
+    assert bad.returncode == 1 and "FAIL" in bad.stdout and "LTOWRAP_CACHE_DIR" in bad.stdout
+
+
+def _subcommands() -> list[str]:
+    from ltowrap import cli
+
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    return sorted(sub.choices)
+
+
+PIPED = [["--version"], ["--help"], ["stats"], ["stats", "--json"], ["config"], ["shims"], ["doctor"],
+         ["cache", "trim"], *([name, "--help"] for name in _subcommands())]
+
+
+@pytest.mark.parametrize("args", PIPED, ids=" ".join)
+def test_every_subcommand_ends_quietly_when_its_reader_goes_away(project, args):
+    """`ltowrap stats | head -3`: killed by SIGPIPE as coreutils are, not a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write: every write gets EPIPE
+    try:
+        done = subprocess.run([wrapper("ltowrap"), *args], cwd=project, stdout=write_end, stderr=subprocess.PIPE,
+                              text=True)
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == -signal.SIGPIPE, (done.returncode, done.stderr)

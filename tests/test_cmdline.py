@@ -170,6 +170,17 @@ def test_output_kind(argv, shared, pie, relocatable):
     assert (cmd.shared, cmd.pie, cmd.relocatable) == (shared, pie, relocatable)
 
 
+@pytest.mark.parametrize("argv, fat", [
+    ([], False),
+    (["--fat-lto-objects"], True),
+    (["--fat-lto-objects", "--no-fat-lto-objects"], False),
+    (["--no-fat-lto-objects", "--fat-lto-objects"], True),
+])
+def test_fat_lto_objects(argv, fat):
+    cmd = parse(["a.o", *argv])
+    assert cmd.fat_lto_objects == fat and [a.input for a in cmd.inputs()] == ["a.o"]
+
+
 # --- per-input state -----------------------------------------------------------------------------
 
 

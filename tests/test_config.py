@@ -1,16 +1,25 @@
-"""config + settings: value parsers, default < TOML file < LTOWRAP_* precedence, origins, XDG locations."""
+"""config: value parsers, default < TOML file < LTOWRAP_* precedence, origins, XDG locations, and the
+sh entry finding the cache by the same rule."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import platformdirs
 import pytest
 
-from ltowrap import config, settings
-from ltowrap.config import SETTINGS, ConfigError, parse_age, parse_size, resolve
+from conftest import BIN
+from ltowrap import config
+from ltowrap.config import ROWS, ConfigError, parse_age, parse_size
+
+
+def resolve(env: dict[str, str]) -> dict[str, tuple[object, str]]:
+    """Every setting's (value, origin)."""
+    s = config.load(env)
+    return {name: (getattr(s, name), s.origins[name]) for name in ROWS}
 
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 
@@ -63,17 +72,20 @@ def cfg(tmp_path) -> Path:
     return tmp_path / "ltowrap.toml"
 
 
+def without_config_variable() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "LTOWRAP_CONFIG"}
+
+
 def env_for(cfg: Path, **vars: str) -> dict[str, str]:
     return {"LTOWRAP_CONFIG": str(cfg), **vars}
 
 
 def test_defaults_when_there_is_no_file(cfg):
     values = resolve(env_for(cfg))
-    assert set(values) == set(SETTINGS)
-    for key, (default, _, _) in SETTINGS.items():
+    for key, row in ROWS.items():
         if key != "cache_dir":
-            assert values[key] == (default, "default")
-    assert values["cache_dir"] == (os.path.abspath(config.default_cache_dir()), "default")
+            assert values[key] == (row.default, "default")
+    assert values["cache_dir"] == (os.path.abspath(config.default_cache_dir(env_for(cfg))), "default")
 
 
 def test_file_overrides_defaults(cfg):
@@ -99,17 +111,17 @@ def test_every_setting_has_an_environment_variable(cfg):
     env = env_for(cfg, **{f"LTOWRAP_{k.upper()}": v for k, v in {
         "cache_dir": "/c", "max_size": "1M", "jobs": "2", "disable": "1", "log": "/l", "lto": "off",
         "backend_opts": "link", "use_lld": "0", "clang": "/usr/bin/clang", "keep": "yes", "debug": "on",
-        "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
+        "verbose": "1", "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": "4",
-        "remote_timeout": "5", "remote_exec_timeout": "60"}.items()})
+        "remote_timeout": "5", "remote_exec_timeout": "60", "verbose": "1"}.items()})
     values = resolve(env)
-    assert {k: o for k, (_, o) in values.items()} == {k: f"LTOWRAP_{k.upper()}" for k in SETTINGS}
+    assert {k: o for k, (_, o) in values.items()} == {k: f"LTOWRAP_{k.upper()}" for k in ROWS}
     assert {k: v for k, (v, _) in values.items()} == {
         "cache_dir": "/c", "max_size": MiB, "jobs": 2, "disable": True, "log": "/l", "lto": "off",
         "backend_opts": "link", "use_lld": False, "clang": "/usr/bin/clang", "keep": True, "debug": True,
-        "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
+        "verbose": True, "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": 4,
-        "remote_timeout": 5.0, "remote_exec_timeout": 60.0}
+        "remote_timeout": 5.0, "remote_exec_timeout": 60.0, "verbose": True}
 
 
 def test_remote_settings_are_checked(cfg):
@@ -124,19 +136,19 @@ def test_empty_environment_variable_is_ignored(cfg):
     assert resolve(env_for(cfg, LTOWRAP_JOBS=""))["jobs"] == (3, str(cfg))
 
 
-def test_ltowrap_dir_sets_the_cache_dir(cfg, tmp_path):
+def test_old_spelling_ltowrap_dir_still_sets_the_cache_dir(cfg, tmp_path):
     cfg.write_text('cache_dir = "/from/file"\n')
     assert resolve(env_for(cfg, LTOWRAP_DIR=str(tmp_path / "d")))["cache_dir"] == (str(tmp_path / "d"), "LTOWRAP_DIR")
     assert resolve(env_for(cfg, LTOWRAP_CACHE_DIR="/c"))["cache_dir"] == ("/c", "LTOWRAP_CACHE_DIR")
     both = resolve(env_for(cfg, LTOWRAP_DIR="/d", LTOWRAP_CACHE_DIR="/c"))
-    assert both["cache_dir"] == ("/d", "LTOWRAP_DIR")
+    assert both["cache_dir"] == ("/c", "LTOWRAP_CACHE_DIR")  # the documented spelling wins
 
 
 def test_cache_dir_is_expanded_and_absolute(cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    assert resolve(env_for(cfg, LTOWRAP_DIR="~/cache"))["cache_dir"][0] == str(tmp_path / "home" / "cache")
-    assert resolve(env_for(cfg, LTOWRAP_DIR="rel/cache"))["cache_dir"][0] == str(tmp_path / "rel" / "cache")
+    assert resolve(env_for(cfg, LTOWRAP_CACHE_DIR="~/cache"))["cache_dir"][0] == str(tmp_path / "home" / "cache")
+    assert resolve(env_for(cfg, LTOWRAP_CACHE_DIR="rel/cache"))["cache_dir"][0] == str(tmp_path / "rel" / "cache")
 
 
 @pytest.mark.parametrize(
@@ -208,30 +220,34 @@ def test_invalid_toml(cfg):
         resolve(env_for(cfg))
 
 
-def test_config_error_from_settings_load(cfg):
-    cfg.write_text("nonsense = 1\n")
-    with pytest.raises(ConfigError):
-        settings.load(env_for(cfg))
+def test_lenient_load_keeps_what_it_can_and_says_what_was_wrong(cfg):
+    cfg.write_text("jobs = = 3\n")
+    s = config.load(env_for(cfg, LTOWRAP_CLANG="/my/clang", LTOWRAP_JOBS="many"), strict=False)
+    assert (s.clang, s.jobs) == ("/my/clang", 0)
+    assert len(s.problems) == 2 and "cannot read config file" in s.problems[0] and "LTOWRAP_JOBS" in s.problems[1]
 
 
-# --- settings.load ---------------------------------------------------------------------------------
+# --- the table -------------------------------------------------------------------------------------
 
 
-def test_settings_fields_match_the_table():
-    names = {f.name for f in dataclasses.fields(settings.Settings)} - {"origins"}
-    assert names == set(SETTINGS)
+def test_every_setting_is_documented_once_in_the_readme():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    table = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
+    assert sorted(table) == sorted(ROWS)
+    assert all(row.doc and row.env == "LTOWRAP_" + name.upper() for name, row in ROWS.items())
 
 
 def test_settings_load(cfg):
     cfg.write_text('jobs = 4\nbackend_opts = "link"\n')
-    s = settings.load(env_for(cfg, LTOWRAP_DIR="/ltowrap-cache", LTOWRAP_DEBUG="1"))
+    s = config.load(env_for(cfg, LTOWRAP_CACHE_DIR="/ltowrap-cache", LTOWRAP_DEBUG="1"))
     assert (s.cache_dir, s.jobs, s.backend_opts, s.debug, s.max_size, s.use_lld) == (
         "/ltowrap-cache", 4, "link", True, 5 * GiB, True)
-    assert s.origins["cache_dir"] == "LTOWRAP_DIR"
+    assert s.origins["cache_dir"] == "LTOWRAP_CACHE_DIR"
     assert s.origins["jobs"] == str(cfg)
     assert s.origins["debug"] == "LTOWRAP_DEBUG"
     assert s.origins["max_size"] == "default"
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         s.jobs = 1  # type: ignore[misc]
 
 
@@ -263,7 +279,7 @@ def test_default_config_file_matches_platformdirs(home, monkeypatch, xdg):
         monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     else:
         monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config") if xdg == "abs" else xdg)
-    path = config.config_path({})
+    path = config.config_path(without_config_variable())
     assert path == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"
     expected = home / "xdg-config" / "ltowrap" if xdg == "abs" else home / ".config" / "ltowrap"
     assert path == str(expected / "ltowrap.toml")
@@ -273,7 +289,8 @@ def test_default_config_file_is_read(home, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
     (home / "xdg-config" / "ltowrap").mkdir(parents=True)
     (home / "xdg-config" / "ltowrap" / "ltowrap.toml").write_text("jobs = 5\n")
-    assert resolve({})["jobs"] == (5, str(home / "xdg-config" / "ltowrap" / "ltowrap.toml"))
+    env = {"XDG_CONFIG_HOME": str(home / "xdg-config")}
+    assert resolve(env)["jobs"] == (5, str(home / "xdg-config" / "ltowrap" / "ltowrap.toml"))
 
 
 def test_ltowrap_config_overrides_the_default_location(home, monkeypatch, cfg):
@@ -287,4 +304,4 @@ def test_relative_xdg_home_is_ignored_like_platformdirs(home, monkeypatch, var):
     if var == "XDG_CACHE_HOME":
         assert config.default_cache_dir() == platformdirs.user_cache_dir("ltowrap")
     else:
-        assert config.config_path({}) == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"
+        assert config.config_path(without_config_variable()) == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"

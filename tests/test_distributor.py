@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
 from conftest import log_lines, run, stats_json, wrapper, write
+from test_jobserver import TokenPool, compile_all, make_program
+from test_sharing import backend_pids, distributor_pids
 
 SRC = {
     "main.c": '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(3) + g(4)); return 0; }\n',
@@ -77,7 +83,8 @@ def test_dtlto_under_make_respects_the_jobserver(project, tmp_path, tc22, tokens
     objs = " ".join(["main.o", *(f"m{k}.o" for k in range(6))])
     write(project / "Makefile", f"CC = {tc22.clang}\nCFLAGS = -O2 -flto=thin\nprog: {objs}\n"
           f"\t+$(CC) -fuse-ld=lld -flto=thin -fthinlto-distributor={wrapper('ltowrap-distributor')} -o $@ $^\n")
-    done = run(["make", f"-j{tokens + 1}"], project)
+    # The distributor may run 4 (and the machine's pool has 4 slots): only the jobserver keeps it to 2.
+    done = run(["make", f"-j{tokens + 1}"], project, env={**os.environ, "LTOWRAP_JOBS": "4"})
     assert "ltowrap" not in done.stderr
     runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
     events = sorted([(b["start"], 1) for b in runs[0]["backends"]] + [(b["end"], -1) for b in runs[0]["backends"]],
@@ -86,4 +93,31 @@ def test_dtlto_under_make_respects_the_jobserver(project, tmp_path, tc22, tokens
     for _, d in events:
         level += d
         peak = max(peak, level)
-    assert runs[0]["backend_compiles"] == 7 and peak <= tokens + 1
+    assert runs[0]["backend_compiles"] == 7 and runs[0]["slots"] == "jobserver" and peak <= tokens + 1
+
+
+def test_sigterm_stops_the_children_and_returns_the_tokens(project, tmp_path, tc22):
+    pool = TokenPool("fifo", tokens=1, tmp=tmp_path)
+    objs = make_program(project, "a", 16)
+    compile_all(project, tc22.clang)
+    status = tmp_path / "status"
+    distributor = write(tmp_path / "distributor.sh", f'#!/bin/sh\n"{wrapper("ltowrap-distributor")}" "$@"\n'
+                        f'echo $? > "{status}"\nexit 1\n')
+    distributor.chmod(0o755)
+    marker = str(tmp_path / "cache").encode()
+    env = {**os.environ, "LTOWRAP_JOBS": "2", "MAKEFLAGS": pool.makeflags}
+    link = subprocess.Popen([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={distributor}",
+                             "-o", "a", *objs], cwd=project, env=env, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not backend_pids(marker):
+        assert time.time() < deadline and link.poll() is None, "no backend compile started"
+        time.sleep(0.01)
+    (pid,) = distributor_pids(marker)
+    os.kill(pid, signal.SIGTERM)
+    link.wait(timeout=60)
+    assert link.returncode != 0
+    assert status.read_text() == f"{128 + signal.SIGTERM}\n"  # it died of the signal, as lld's own would
+    assert backend_pids(marker) == []  # its compiles were stopped (and reaped) first
+    assert pool.count() == 1  # the token it held is back
+    (rec,) = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
+    assert (rec["decision"], rec["reason"]) == ("interrupted", "SIGTERM")

@@ -1,7 +1,9 @@
 """The sh fast path of ltowrap-clang decides plain compiles exactly as ltowrap/entry.py would.
 
-A copy of the script alone in a directory has no ltowrap-entry beside it, so any case it
-hands to Python fails: that is how each case's path is observed.
+The same script is ltowrap-clang, ltowrap-clang++ and `ltowrap` (whose launcher form,
+`ltowrap clang ...`, CMake and meson run for every compile). A copy of it alone in a
+directory has no ltowrap-entry beside it, so any case it hands to Python fails: that is
+how each case's path is observed.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.
 def lone(tmp_path, tc22) -> tuple[Path, dict]:
     d = tmp_path / "lone"
     d.mkdir()
-    shutil.copy(REPO / "scripts" / "ltowrap-clang", d / "ltowrap-clang")
-    shutil.copy(REPO / "scripts" / "ltowrap-clang++", d / "ltowrap-clang++")
+    for name in ("ltowrap-clang", "ltowrap-clang++", "ltowrap"):
+        shutil.copy(REPO / "scripts" / name, d / name)
     write(tmp_path / "a.c", "int a(void) { return 1; }\n")
     write(tmp_path / "args.rsp", "-c a.c\n")
     env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "HOME": str(tmp_path)}
@@ -50,7 +52,8 @@ def test_everything_else_goes_to_python(lone, tmp_path, args):
     assert done.returncode != 0 and "ltowrap-entry" in done.stderr
 
 
-@pytest.mark.parametrize("setting", [{"LTOWRAP_LTO": "thin"}, {"LTOWRAP_CONFIG": "/dev/null"}, "config-file"])
+@pytest.mark.parametrize("setting", [{"LTOWRAP_LTO": "thin"}, {"LTOWRAP_CONFIG": "/dev/null"}, "config-file",
+                                     {"LTOWRAP_CLANG": "clang-22"}])  # a name, not a path: Python says what it is
 def test_settings_python_must_read_go_to_python(lone, tmp_path, setting):
     d, env = lone
     if setting == "config-file":
@@ -83,10 +86,84 @@ def test_path_search_skips_itself_and_other_ltowrap_installs(lone, tmp_path, tc2
     assert done.returncode == 0 and (tmp_path / "a.o").read_bytes()[:4] == b"\x7fELF"
 
 
-def test_clangxx_with_ltowrap_clang_goes_to_python(lone, tmp_path):
+@pytest.fixture(params=["beside", "versioned-alone", "not-named-clang", "is-clang++"])
+def configured_clang(request, tmp_path, tc22) -> str:
+    """LTOWRAP_CLANG in four shapes: a clang++ beside it, none beside it, a name without 'clang', a clang++."""
+    d = tmp_path / "configured"
+    d.mkdir()
+    shape = request.param
+    if shape == "beside":
+        return tc22.clang
+    name = {"versioned-alone": "clang-22", "not-named-clang": "cc", "is-clang++": "clang++-22"}[shape]
+    (d / name).symlink_to(tc22.clangxx if shape == "is-clang++" else tc22.clang)
+    return str(d / name)
+
+
+def test_clangxx_with_ltowrap_clang_runs_what_python_would_without_python(lone, tmp_path, configured_clang):
+    """ltowrap-clang++ with LTOWRAP_CLANG: the clang -> clang++ mapping (toolchain.find_tool) is made in sh too."""
+    from ltowrap import toolchain
+
     d, env = lone
-    write(tmp_path / "b.cc", "int b() { return 2; }\n")
-    assert run([str(d / "ltowrap-clang++"), "-c", "b.cc"], tmp_path, env=env, check=False).returncode != 0
+    env["LTOWRAP_CLANG"] = configured_clang
+    args = ["-c", "-###", "a.c"]  # -### prints the jobs: a .c input is C++ only in C++ mode
+    ours = run([str(d / "ltowrap-clang++"), *args], tmp_path, env=env)  # no ltowrap-entry: sh alone
+    python = run([*toolchain.find_tool("clang++", configured_clang), *args], tmp_path)
+    assert ours.stderr == python.stderr and '"-x" "c++"' in ours.stderr
+
+
+LAUNCHED_FAST = [["clang", *args] for args in FAST] + [["ltowrap-clang", "-c", "a.c"], ["clang++", "-c", "a.c"]]
+LAUNCHED_SLOW = [["clang", *args] for args in SLOW] + [["ld.lld", "-E", "a.o", "-o", "prog"], ["ld.lld-22", "--version"]]
+
+
+@pytest.mark.parametrize("args", LAUNCHED_FAST, ids=" ".join)
+def test_launcher_form_compiles_start_no_python(lone, tmp_path, args):
+    """`ltowrap clang -c a.c`, as CMake's launcher and meson's CC="ltowrap clang" run it: sh and an exec."""
+    d, env = lone
+    assert run([str(d / "ltowrap"), *args], tmp_path, env=env).returncode == 0
+
+
+def test_launcher_form_with_a_named_compiler_uses_exactly_that_one(lone, tmp_path, tc14):
+    d, env = lone  # LTOWRAP_CLANG names clang 22; the command names clang 14, as Python's launcher() keeps it
+    done = run([str(d / "ltowrap"), tc14.clang, "-c", "-###", "a.c"], tmp_path, env=env)
+    assert f"InstalledDir: {tc14.bindir}" in done.stderr
+
+
+def test_launcher_form_wrapping_a_named_ltowrap_entry_records_once_without_python(lone, tmp_path):
+    """`ltowrap /venv/bin/ltowrap-clang -flto=thin -c ...`: the inner entry passes through, the outer records."""
+    from ltowrap import records
+
+    d, env = lone
+    env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cache")
+    run([str(d / "ltowrap"), str(d / "ltowrap-clang"), "-O1", "-flto=thin", "-c", "a.c", "-o", "a.o"], tmp_path, env=env)
+    key = records.record_key((tmp_path / "a.o").read_bytes())
+    assert records.load(str(tmp_path / "cache"), key) == ["-O1"]
+
+
+@pytest.mark.parametrize("args", LAUNCHED_SLOW, ids=" ".join)
+def test_launcher_form_links_and_the_rest_go_to_python(lone, tmp_path, args):
+    """Links (ld.lld's -E is --export-dynamic, not a preprocess) and whatever the sh entry leaves."""
+    d, env = lone
+    done = run([str(d / "ltowrap"), *args], tmp_path, env=env, check=False)
+    assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+
+
+def test_every_subcommand_goes_to_python(lone, tmp_path):
+    """The sh entry's list of subcommands is entry.SUBCOMMANDS, which is the CLI's."""
+    from ltowrap import cli, entry
+
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    assert set(sub.choices) == entry.SUBCOMMANDS
+    d, env = lone
+    # A program of the same name on PATH, and arguments that look like a compile: only the
+    # list keeps `ltowrap cache -c a.c` from running that program.
+    decoys = tmp_path / "decoys"
+    decoys.mkdir()
+    for name in entry.SUBCOMMANDS:
+        (decoys / name).symlink_to(shutil.which("true"))
+    env["PATH"] = f"{decoys}{os.pathsep}{env['PATH']}"
+    for args in [[name, "-c", "a.c"] for name in sorted(entry.SUBCOMMANDS)] + [[], ["--version"], [""]]:
+        done = run([str(d / "ltowrap"), *args], tmp_path, env=env, check=False)
+        assert done.returncode != 0 and "ltowrap-entry" in done.stderr, args
 
 
 def test_installed_entry_is_the_sh_script():
@@ -98,7 +175,7 @@ def test_thinlto_compile_is_recorded_in_sh_as_python_records_it(lone, tmp_path):
 
     d, env = lone
     cache = tmp_path / "cache"
-    env["LTOWRAP_DIR"] = str(cache)
+    env["LTOWRAP_CACHE_DIR"] = str(cache)
     flags = ["-O1", "-fno-unroll-loops", "-flto=thin", "-c", "a.c"]
     run([str(d / "ltowrap-clang"), *flags, "-o", "a.o"], tmp_path, env=env)  # sh: -o FILE
     key = records.record_key((tmp_path / "a.o").read_bytes())
@@ -111,7 +188,7 @@ def test_thinlto_compile_is_recorded_in_sh_as_python_records_it(lone, tmp_path):
 
 def test_failed_thinlto_compile_keeps_its_exit_code_and_records_nothing(lone, tmp_path):
     d, env = lone
-    env["LTOWRAP_DIR"] = str(tmp_path / "cache")
+    env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cache")
     write(tmp_path / "bad.c", "int f(void) { return undeclared; }\n")
     done = run([str(d / "ltowrap-clang"), "-flto=thin", "-c", "bad.c", "-o", "bad.o"], tmp_path, env=env, check=False)
     assert done.returncode == 1 and "undeclared" in done.stderr

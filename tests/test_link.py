@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,14 @@ def test_compile_error_is_reported_unchanged(project, tc):
     assert ours.stderr == plain.stderr
 
 
+def build_through(cc: str, d: Path, env: dict) -> str:
+    """The four sources compiled -flto=thin and linked by the command `cc` as found on env's PATH; prog's output."""
+    for n in ("main", "add", "mul", "twice"):
+        run([cc, "-O2", "-flto=thin", "-c", f"{n}.c"], d, env=env)
+    run([cc, "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], d, env=env)
+    return run(["./prog"], d).stdout
+
+
 def test_path_shims_never_recurse(project, tmp_path, tc22):
     """Shims first on PATH, twice (also through a symlinked directory): the real clang is found."""
     tc = tc22
@@ -259,12 +268,44 @@ def test_path_shims_never_recurse(project, tmp_path, tc22):
     sources(project)
     want = expected_output(project, tc)
     env = {**os.environ, "PATH": f"{shims}:{alias}:{os.environ['PATH']}"}
-    for n in ("main", "add", "mul", "twice"):
-        run(["clang-22", "-O2", "-flto=thin", "-c", f"{n}.c"], project, env=env)
-    run(["clang-22", "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=env)
-    assert run(["./prog"], project).stdout == want
+    assert build_through("clang-22", project, env) == want
     assert last_link(tmp_path)["decision"] == "distributed"
     assert "ltowrap" not in run(["clang-22", "-print-prog-name=clang"], project, env=env).stdout
+
+
+def shims_for(path: str, cwd: Path) -> Path:
+    return Path(run([wrapper("ltowrap"), "shims"], cwd, env={**os.environ, "PATH": path}).stdout.strip())
+
+
+def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_path, tc22):
+    """`PATH=$(ltowrap shims):$PATH make CC=clang-19` must not bypass ltowrap for a version it had no list entry for.
+
+    "Installing" clang 19 here puts LLVM 22's clang and ld.lld on PATH as clang-19,
+    clang++-19 and ld.lld-19, the way Debian's versioned names point into /usr/lib/llvm-N.
+    """
+    path = os.environ["PATH"]
+    before = shims_for(path, project)
+    on_machine = {n for d in path.split(os.pathsep) if os.path.isdir(d) for n in os.listdir(d)
+                  if n.rpartition("-")[0] in ("clang", "clang++", "ld.lld") and n.rpartition("-")[2].isdigit()}
+    assert {"clang", "clang++", "ld.lld"} | on_machine <= {p.name for p in before.iterdir()}
+    assert {f"clang-{tc22.version}", f"ld.lld-{tc22.version}"} <= on_machine  # Debian's names, so the check means something
+
+    llvm19 = tmp_path / "llvm-19" / "bin"
+    llvm19.mkdir(parents=True)
+    for name, real in (("clang-19", tc22.clang), ("clang++-19", tc22.clangxx), ("ld.lld-19", tc22.lld)):
+        (llvm19 / name).symlink_to(real)
+    with_19 = f"{llvm19}{os.pathsep}{path}"
+    shims = shims_for(with_19, project)
+    assert {"clang-19", "clang++-19", "ld.lld-19"} <= {p.name for p in shims.iterdir()}
+    assert "clang-19" not in {p.name for p in before.iterdir()}  # a directory once made is never changed
+
+    sources(project)
+    want = expected_output(project, tc22)
+    assert build_through("clang-19", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_19}"}) == want
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+    shutil.rmtree(llvm19)  # uninstalled: no shim is left that would find nothing
+    assert "clang-19" not in {p.name for p in shims_for(with_19, project).iterdir()}
 
 
 def test_disable_is_pure_passthrough(project, tmp_path, tc):
@@ -293,7 +334,7 @@ def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
     want = prepared(project, tc)
     done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-Wl,--lto-emit-asm", "main.o", "add.o", "mul.o", "twice.o",
                 "-o", "prog.s"], project, env=lw_env(tc))
-    assert "ltowrap: --lto-emit-asm; running the link unchanged" in done.stderr
+    assert "ltowrap: unsupported option: --lto-emit-asm; running the link unchanged" in done.stderr
     assert last_link(tmp_path)["decision"] == "fallback"
     assert stats_json()["links_fallback"] == 1
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project,

@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import links, run, wrapper, write
 
 SLOW_C = "int sum_to(int n) { int s = 0; for (int i = 0; i < n; i++) s += i; return s; }\n"
@@ -81,3 +83,32 @@ def test_recorded_options_are_part_of_the_cache_key(project, tmp_path, tc22):
     main = next(b for b in second["backends"] if b["module"] == "main.o")
     assert main["cached"] and not slow["cached"]
     run(["./prog2"], project)
+
+
+@pytest.mark.parametrize("spelling", ["LTOWRAP_CACHE_DIR", "LTOWRAP_DIR", "XDG_CACHE_HOME"])
+def test_records_and_links_agree_on_the_cache_whichever_way_it_is_named(project, tmp_path, tc22, spelling):
+    """The compile path (sh entry and Python entry alike) records options where the link looks for them.
+
+    Was a silent bug: with only LTOWRAP_CACHE_DIR set, compiles recorded into ~/.cache/ltowrap
+    while links used LTOWRAP_CACHE_DIR, so every module got the link's options.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("LTOWRAP_CACHE_DIR", "LTOWRAP_DIR")}
+    env["LTOWRAP_CLANG"] = tc22.clang
+    cache = tmp_path / "named-cache"
+    if spelling == "XDG_CACHE_HOME":
+        env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+        cache = tmp_path / "xdg" / "ltowrap"
+    else:
+        env[spelling] = str(cache)
+    write(project / "slow.c", SLOW_C)
+    write(project / "main.c", MAIN_C.replace("hash16((const unsigned char *)argv[0])", "0u"))
+    cc = wrapper("ltowrap-clang")
+    # slow.c by the sh entry's fast path, main.c by the Python entry (a joined -o goes there).
+    run([cc, "-O0", "-Xclang", "-disable-O0-optnone", "-flto=thin", "-c", "slow.c", "-o", "slow.o"], project, env=env)
+    run([cc, "-O2", "-flto=thin", "-c", "main.c", "-omain.o"], project, env=env)
+    reported = run([wrapper("ltowrap"), "config"], project, env=env).stdout
+    assert f"cache_dir = '{cache}'" in reported
+    assert len(list((cache / "r").rglob("*"))) >= 4  # two records, each in its own directory
+    run([cc, "-fuse-ld=lld", "slow.o", "main.o", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project).stdout.startswith("4950 ")
+    assert has_backward_jump(function_lines(project / "prog", str(tc22.bindir / "llvm-objdump"), "sum_to"))

@@ -20,12 +20,15 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import Toolchain, links, run, stats_json, wrapper, write
+from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes
 
@@ -263,8 +266,27 @@ def _kill_program(d: Path, clang: str) -> list[str]:
     return ["main.o", *(f"w{k}.o" for k in range(N_WORK))]
 
 
-def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random) -> tuple[bool, str]:
-    """Wait for the moment `target` of the link in `proc`, SIGKILL ltowrap-ld.lld: (killed, phase)."""
+def _freeze(ld: int) -> str:
+    """SIGSTOP ltowrap's link process and say which phase it is stopped in.
+
+    A child it has not reaped yet (running, or exited and not waited for) is a step it is
+    still in, whatever the speed of the machine; with none, it is in its own Python code.
+    """
+    before = _kids(ld)  # kinds are read while the children run: a zombie has no cmdline
+    os.kill(ld, signal.SIGSTOP)
+    kinds = {before.get(child) or _kind(_cmdline(child)) for child in _children(ld)}
+    for k in ("thin-link", "backend", "final link"):
+        if k in kinds:
+            return k
+    return "python"
+
+
+def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: bool) -> tuple[bool, str]:
+    """Wait for the moment `target` of the link in `proc`, stop it there and SIGKILL it: (killed, phase).
+
+    Without `delay`, the kill comes as soon as the target phase is seen; with it, at a
+    random moment after that (the phase seen is then whatever the link had reached).
+    """
     ld = None
     deadline = time.time() + 20
     while proc.poll() is None and time.time() < deadline:
@@ -280,14 +302,18 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random) -> tuple[b
         while _alive(ld) and time.time() < until and _phase(ld) != phase:
             time.sleep(0.0005)
 
+    def pause(most: float) -> None:
+        if delay:
+            time.sleep(rng.uniform(0, most))
+
     if target == "early":  # interpreter start, parse, plan, module store
-        time.sleep(rng.uniform(0, 0.15))
+        pause(0.15)
     elif target == "thin-link":
         wait_for("thin-link")
-        time.sleep(rng.uniform(0, 0.02))
+        pause(0.02)
     elif target == "backend":
         wait_for("backend")
-        time.sleep(rng.uniform(0, 0.25))
+        pause(0.25)
     elif target == "store":  # a backend has just exited: ltowrap is reading and storing its object
         seen: set[int] = set()
         while _alive(ld) and time.time() < until:
@@ -298,13 +324,13 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random) -> tuple[b
             time.sleep(0.0002)
     elif target == "final link":
         wait_for("final link")
-        time.sleep(rng.uniform(0, 0.01))
+        pause(0.01)
     else:
         time.sleep(rng.uniform(0, 0.6))
     if not _alive(ld):
         return False, "finished"
-    phase = _phase(ld)
     try:
+        phase = _freeze(ld)
         os.kill(ld, signal.SIGKILL)
     except ProcessLookupError:
         return False, "finished"
@@ -331,11 +357,14 @@ def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc
         want = reference_output(project, tc22, inputs)
         proc = subprocess.Popen([*lt_link(tc22), "-o", "prog", *inputs], cwd=project, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        killed, phase = _kill_at(proc, target, rng)
+        # The first round kills each target the moment it is seen, so every phase gets a
+        # fault however fast the machine; later rounds kill at random moments after it.
+        killed, phase = _kill_at(proc, target, rng, delay=i >= len(KILL_TARGETS))
         rc = proc.wait(timeout=60)
         _kill_orphans(str(cache))
         trials += 1
-        if killed and rc != 0:
+        if killed:
+            assert rc != 0, f"trial {i} ({target}/{phase}): the killed link exited 0"
             faults += 1
             by_target[target] += 1
             by_phase[phase] += 1
@@ -364,9 +393,9 @@ def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc
           f"per-link work directories left in tmp/: {stale}")
     assert broken == 0 and bad == 0, "\n".join(failures)
     assert problems == [], "\n".join(problems)
-    assert trials >= 50 and faults >= 40, (trials, faults)
-    for phase in ("thin-link", "backend", "python"):
-        assert by_phase[phase] >= 3, by_phase
+    # What happened, not how fast: a fault was injected in every phase of the link.
+    for phase in ("python", "thin-link", "backend", "final link"):
+        assert by_phase[phase] >= 1, by_phase
     assert fallbacks == 0
 
 
@@ -617,24 +646,37 @@ def test_hostile_input_behaves_like_the_plain_linker(project, tmp_path, tc22, wa
     print(f"\n{case}: exit {result['rc']}, {len(result['new entries'])} new cache files, {result['notes']}")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root")
-def test_output_in_read_only_directory(project, tmp_path, tc22, warm):
+@contextmanager
+def read_only_directory(tmp_path: Path) -> Iterator[Path]:
+    """A directory no one may write in, holding `out`: mode 0555, or for root (whom modes do not
+    stop) a read-only bind mount."""
     src, mnt = tmp_path / "ro-src", tmp_path / "ro"
     src.mkdir()
     mnt.mkdir()
     (src / "out").write_bytes(SENTINEL)
-    if subprocess.run(["mount", "-o", "bind,ro", str(src), str(mnt)], capture_output=True).returncode != 0:
-        pytest.skip("cannot bind-mount here")
-    try:
+    if os.geteuid() != 0:
+        os.rmdir(mnt)
+        src.rename(mnt)
+        mnt.chmod(0o555)
         try:
-            (mnt / "probe").write_bytes(b"")
-            pytest.skip("the bind mount is not read-only")
-        except OSError:
-            pass
-        result = compare_with_plain_linker(project, tmp_path, tc22, warm, mnt / "out", "ro/out", write_sentinel=False)
-        assert result["rc"] != 0
+            yield mnt
+        finally:
+            mnt.chmod(0o755)
+        return
+    if subprocess.run(["mount", "-o", "bind,ro", str(src), str(mnt)], capture_output=True).returncode != 0:
+        missing("a read-only bind mount (root may not mount here)", "run the tests as a user, or where root may mount")
+    try:
+        yield mnt
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_output_in_read_only_directory(project, tmp_path, tc22, warm):
+    with read_only_directory(tmp_path) as ro:
+        with pytest.raises(OSError):
+            (ro / "probe").write_bytes(b"")
+        result = compare_with_plain_linker(project, tmp_path, tc22, warm, ro / "out", "ro/out", write_sentinel=False)
+        assert result["rc"] != 0
 
 
 def test_response_file_backslash_in_single_quotes_names_what_lld_reads(project, tmp_path, tc22):
@@ -658,7 +700,7 @@ def test_fresh_cache_is_private(project, tmp_path, tc22, debug):
     fresh = tmp_path / "fresh-cache"
     objs = chain_program(project, 2)
     compile_all(project, tc22.clang)
-    run([*lt_link(tc22), "-o", "prog", *objs], project, env=lt_env(tc22, LTOWRAP_DIR=str(fresh), LTOWRAP_DEBUG=debug))
+    run([*lt_link(tc22), "-o", "prog", *objs], project, env=lt_env(tc22, LTOWRAP_CACHE_DIR=str(fresh), LTOWRAP_DEBUG=debug))
     assert run(["./prog"], project).stdout
     wrong = []
     for root, dirs, files in os.walk(fresh):

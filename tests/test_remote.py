@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import Toolchain, run, stats_json, wrapper, write
-from reapi_server import (SecureServer, cache_server, ensure_buildgrid_venv, exec_server, free_port, make_jwt,
+from needs import require_module
+from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)
 from test_link import prepared
 
-grpc = pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
+grpc = require_module("grpc")
 
 from ltowrap import bitcode  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
@@ -27,9 +28,7 @@ from ltowrap.remote.client import Client, Endpoint  # noqa: E402
 
 @pytest.fixture(scope="module")
 def buildgrid() -> None:
-    python, reason = ensure_buildgrid_venv()
-    if python is None:
-        pytest.skip(reason)
+    buildgrid_or_missing()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +46,7 @@ def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
 
 def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
     """The environment of one 'machine': its own cache directory and log."""
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_DIR": str(tmp_path / name),
+    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / name),
             "LTOWRAP_LOG": str(tmp_path / f"{name}.log"), "LTOWRAP_REMOTE": url, **extra}
 
 
@@ -257,3 +256,25 @@ def test_named_instance_and_stats_report(project, tmp_path, tc22, buildgrid):
         assert counters(wrong)["remote_errors"] == 4 and "ltowrap: remote" in done.stderr
     report = run([wrapper("ltowrap"), "stats"], tmp_path, env=machine(tmp_path, "b", tc22, url)).stdout
     assert f"Remote ({url}):" in report and "Hits (action cache):      4" in report
+
+
+@pytest.mark.slow
+def test_execute_mode_two_links_at_once_send_each_action_once(project, tmp_path, tc22, buildgrid):
+    """Two identical links on one machine: a job one of them is having executed is not sent
+    again by the other, which waits for its object in the local cache."""
+    expected = prepared(project, tc22)
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "add.o", "mul.o", "twice.o"]
+        procs = [subprocess.Popen([*argv, "-o", f"prog-{i}"], cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+                 for i in (1, 2)]
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0 and "ltowrap:" not in err, err
+    c = counters(env)
+    assert c["remote_executed"] == 4, "an action was executed twice"
+    assert c["backend_misses"] == 0 and c["remote_errors"] == 0
+    # Each of the other link's four came from the first's: waited for, or from the remote cache.
+    assert c["backend_hits"] + c["remote_hits"] == 4
+    for i in (1, 2):
+        assert run([str(project / f"prog-{i}")], project).stdout == expected

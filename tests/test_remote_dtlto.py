@@ -12,24 +12,23 @@ import shutil
 import pytest
 
 from conftest import log_lines, stats_json
-from reapi_server import cache_server, ensure_buildgrid_venv
+from needs import require_module
+from reapi_server import buildgrid_or_missing, cache_server
 from test_distributor import _build
 
-pytest.importorskip("grpc", reason="the remote extra is not installed (pip install '.[remote]')")
+require_module("grpc")
 
 
 @pytest.mark.slow
 def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path, tc22, monkeypatch):
-    python, reason = ensure_buildgrid_venv()
-    if python is None:
-        pytest.skip(reason)
+    buildgrid_or_missing()
     with cache_server(tmp_path / "bgd") as url:
         monkeypatch.setenv("LTOWRAP_REMOTE", url)
         _build(project, tc22)
         first = stats_json()
         assert first["remote_misses"] == 3 and first["remote_uploads"] == 3 and first["backend_misses"] == 3
 
-        monkeypatch.setenv("LTOWRAP_DIR", str(tmp_path / "second-machine"))
+        monkeypatch.setenv("LTOWRAP_CACHE_DIR", str(tmp_path / "second-machine"))
         (project / "prog").unlink()
         shutil.rmtree(project / "objs", ignore_errors=True)
         _build(project, tc22)

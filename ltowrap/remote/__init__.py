@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..config import Settings
     from ..stats import Stats
     from .session import Session
 
@@ -28,9 +28,10 @@ def connect(settings: Settings, stats: Stats, compiler_identity: str, digest_of:
               file=sys.stderr)
         stats.add("remote_errors")
         return None
-    version = compiler_identity.rsplit("\0", 1)[-1].strip().splitlines()
+    from ..cachekey import remote_platform
+
     try:
-        return open_session(settings, stats, version[0] if version else "unknown", digest_of)
+        return open_session(settings, stats, remote_platform(compiler_identity, sys.platform), digest_of)
     except (RemoteError, OSError) as e:
         print(f"ltowrap: remote {settings.remote}: {e}; compiling locally", file=sys.stderr)
         stats.add("remote_errors")

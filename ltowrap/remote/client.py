@@ -19,7 +19,7 @@ import grpc
 from . import protos
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..config import Settings
 
 V2 = "/build.bazel.remote.execution.v2."
 BYTESTREAM = "/google.bytestream.ByteStream/"

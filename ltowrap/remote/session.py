@@ -28,7 +28,7 @@ from . import action, protos
 from .client import Client, Endpoint, Key, RemoteError, digest, key_of
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..config import Settings
 
 ELF = b"\x7fELF"
 
@@ -43,6 +43,7 @@ class Work:
 class Served:
     obj: bytes
     executed: bool  # ran on a worker; else it came from the remote action cache
+    stderr: str = ""  # what the compile printed (warnings), when it ran on a worker
 
 
 @dataclass
@@ -89,8 +90,12 @@ class Session:
             self.down = str(error)
             print(f"ltowrap: remote {self.client.endpoint.url}: {error}; compiling locally", file=sys.stderr)
 
-    def serve(self, work: list[Work]) -> list[Reply]:
-        """One reply per job, in order: served, or left for a local compile (error says why)."""
+    def serve(self, work: list[Work], claim: Callable[[Work], bool] | None = None) -> list[Reply]:
+        """One reply per job, in order: served, or left for a local compile (error says why).
+
+        In execute mode a job is sent only if `claim` grants it: a job another process is
+        already having made is left (no error) for the executor to wait for.
+        """
         replies = [Reply() for _ in work]
         if not work:
             return replies
@@ -118,6 +123,8 @@ class Session:
             replies[i].served, replies[i].error = reply
         if self.mode == "execute":
             ready = [(i, a) for i, a in ready if replies[i].served is None and not replies[i].error]
+            if claim is not None:
+                ready = [(i, a) for i, a in ready if claim(work[i])]
             if ready and not self.down:
                 try:
                     self._upload_inputs([a for _, a in ready])
@@ -188,9 +195,7 @@ class Session:
         why = _object(data, stderr)
         if why:
             return None, f"rejected the remote result: {why}"
-        if executed and stderr:  # the compiler's own warnings, as a local compile prints them
-            sys.stderr.write(stderr)
-        return Served(data, executed), ""
+        return Served(data, executed, stderr if executed else ""), ""
 
     def publish(self, job: Job, obj: bytes) -> None:
         """Share a locally compiled object through the action cache (in the background)."""
@@ -222,8 +227,7 @@ class Session:
         self.client.close()
 
 
-def open_session(settings: Settings, stats: Stats, compiler_version: str, digest_of: Callable[[str], str]) -> Session:
+def open_session(settings: Settings, stats: Stats, platform: dict[str, str], digest_of: Callable[[str], str]) -> Session:
     """A session from the remote_* settings (RemoteError if they do not make sense)."""
-    platform = {"OSFamily": sys.platform, "ltowrap-toolchain": compiler_version}
     return Session(Client(Endpoint.from_settings(settings)), settings.remote_mode, platform, stats, digest_of,
                    settings.remote_jobs)

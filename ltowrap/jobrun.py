@@ -1,0 +1,116 @@
+"""One run of backend jobs, set up and torn down the same way by the link pipeline and the distributor.
+
+`job_run` owns what every such run must undo whatever happens: SIGTERM handling (raised
+like KeyboardInterrupt, so every finally block stops its children and returns its
+jobserver tokens), the counters (flushed once), the log record (written once), and a
+death by the same signal when interrupted, as the linker would have died.
+`JobRun.executor` owns what the backends of one run share: the compiler's identity, where
+compiles get their slots (make's jobserver or the machine's pool: slots.py), the progress
+line and the remote session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from . import cachekey, log, progress, remote, slots, stats
+from .cache import Cache
+from .config import Settings
+from .executor import BackendCommand, Executor, Resources
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that every finally block runs."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@dataclass
+class JobRun:
+    settings: Settings
+    record: log.Record
+    stats: stats.Stats = field(default_factory=stats.Stats)
+    cache: Cache = field(init=False)
+    _identities: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cache = Cache(self.settings.cache_dir, self.stats, self.settings.max_size)
+
+    def compiler_identity(self, clang: str) -> str:
+        if clang not in self._identities:
+            self._identities[clang] = cachekey.compiler_identity(clang, self.cache)
+        return self._identities[clang]
+
+    @contextmanager
+    def without_cache(self) -> Iterator[None]:
+        """Run the body on a throw-away cache: the real one is read-only, full or not a directory."""
+        real = self.cache
+        if real.write_error is None:  # a failed store has counted itself; a failed mkdir has not
+            self.stats.add("cache_write_errors")
+        with tempfile.TemporaryDirectory(prefix="ltowrap-nocache-") as root:
+            self.cache = Cache(root, stats.Stats(), 0)  # its sizes are not the real cache's
+            self._identities.clear()
+            try:
+                yield
+            finally:
+                self.cache.locks.close()
+                self.cache = real
+
+    @contextmanager
+    def executor(self, backend: BackendCommand, clang: str, digest_of: Callable[[str], str], name: str,
+                 total: int) -> Iterator[Executor]:
+        """An executor for `total` backend jobs of the output `name`; its outcomes go into the log record."""
+        s = self.settings
+        identity = self.compiler_identity(clang)
+        gate = slots.for_run(s, self.cache.locks, self.cache.tmp_dir())
+        bar = progress.for_link(name, total, s.progress)
+        session = remote.connect(s, self.stats, identity, digest_of)
+        res = Resources(self.cache, identity, gate.jobs, gate, per_module_options=s.backend_opts == "module",
+                        debug=s.debug, verbose=s.verbose, progress=bar, remote=session)
+        executor = Executor(backend, res, digest_of)
+        try:
+            yield executor
+        finally:
+            gate.close()
+            if bar is not None:
+                bar.finish()
+            if session is not None:
+                session.close()
+            executor.fill(self.record)
+
+    def finish(self, cleanup: bool) -> None:
+        self.record.end = self.record.end or time.time()
+        self.cache.locks.close()
+        if cleanup:
+            try:
+                self.cache.maybe_cleanup(self.stats)
+            except OSError:
+                pass
+        stats.flush(self.settings.cache_dir, self.stats)
+        if self.settings.log:
+            log.append(self.settings.log, self.record)
+
+
+@contextmanager
+def job_run(settings: Settings, record: log.Record) -> Iterator[JobRun]:
+    """The run; on SIGINT/SIGTERM its record says so and the process dies of that signal."""
+    run = JobRun(settings, record)
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield run
+    except (KeyboardInterrupt, Terminated) as e:
+        sig = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
+        record.decision, record.reason = "interrupted", signal.Signals(sig).name
+        run.finish(cleanup=False)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        raise
+    run.finish(cleanup=record.decision in ("distributed", "failed"))

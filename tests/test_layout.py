@@ -1,0 +1,83 @@
+"""The package's layout as the README states it: every module listed once, in an order where each
+module imports only modules listed before it (so there is no import cycle), and the compile
+path stays free of heavy imports."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "ltowrap"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str) -> set[str]:
+    """Every ltowrap module `name` imports, at the top, inside functions or for type checkers."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule in MODULES else target)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ltowrap"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("ltowrap"))
+    found.discard(name)
+    return found
+
+
+def readme_order(text: str) -> list[str]:
+    """The modules of the README's Layout section, in its order (`remote/client.py` -> ltowrap.remote.client)."""
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0].split("\nTests:", 1)[0]
+    names = re.findall(r"^- `([a-z_/]+)\.py`", section, re.M)
+    return ["ltowrap." + n.replace("/", ".").removesuffix(".__init__") if n != "__init__" else "ltowrap" for n in names]
+
+
+def graph_violations(order: list[str], imports: dict[str, set[str]]) -> list[str]:
+    position = {name: i for i, name in enumerate(order)}
+    return [f"{name} imports {target}, listed after it" for name in order for target in sorted(imports[name])
+            if position.get(target, len(order)) >= position[name]]
+
+
+def test_readme_lists_every_module_once():
+    order = readme_order((ROOT / "README.md").read_text())
+    assert sorted(order) == sorted(MODULES), "README Layout and the package differ"
+    assert len(order) == len(set(order))
+
+
+def test_modules_import_only_modules_listed_before_them():
+    order = readme_order((ROOT / "README.md").read_text())
+    assert graph_violations(order, {name: imports_of(name) for name in MODULES}) == []
+
+
+def test_the_check_finds_a_cycle():
+    """The check itself: a back edge (a cycle) is reported."""
+    imports = {"ltowrap.a": {"ltowrap.b"}, "ltowrap.b": {"ltowrap.a"}}
+    assert graph_violations(["ltowrap.a", "ltowrap.b"], imports) == ["ltowrap.a imports ltowrap.b, listed after it"]
+
+
+@pytest.mark.parametrize("entry", ["ltowrap.entry", "ltowrap.config", "ltowrap.records", "ltowrap.proc"])
+def test_the_compile_path_imports_nothing_heavy(entry):
+    """Each of these costs 5-20 ms to import: too much for a module every compile may load."""
+    heavy = ["subprocess", "dataclasses", "typing", "enum", "json", "xxhash", "tomllib", "re"]
+    code = f"import sys, {entry}; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.split() == []

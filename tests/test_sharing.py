@@ -1,0 +1,421 @@
+"""Links share the machine: one slot pool for every ltowrap process, and no entry made twice at once.
+
+Real make 4.3 and ninja run links whose recipes are not marked '+'; the number of backend
+compiles running at once is taken from LTOWRAP_LOG's per-backend start/end times and,
+independently, from the process table. Two identical links make each key once between
+them, also when the first is killed with SIGKILL half-way.
+
+Sizes are chosen so that a client that took no slot fails on a 2-core machine: make -j2
+and ninja -j2 run two links at once, each of which would run `jobs` (2) compiles.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import have, links, run, stats_json, wrapper, write
+from test_jobserver import compile_all, make_program, max_overlap
+from ltowrap import locks
+
+PROGRAMS = ("a", "b", "c")
+MODULES = 8  # per program, besides main: three links x 2 jobs would run 4 compiles at once
+
+
+def _cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def _lock_dir(tmp_path: Path) -> str:
+    return locks.directory(str(_cache(tmp_path)))
+
+
+def backend_pids(marker: bytes) -> list[int]:
+    """Backend compiles started by ltowrap for this test (its cache directory is in their environment)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if b"-fthinlto-index" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            if marker in Path(f"/proc/{entry}/environ").read_bytes():
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+class ProcessTable:
+    """The most backend compiles of this test seen running at once, sampled from /proc until stopped."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.marker = str(_cache(tmp_path)).encode()
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, len(backend_pids(self.marker)))
+            self.samples += 1
+            time.sleep(0.002)
+
+    def __enter__(self) -> ProcessTable:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _programs(project: Path, tc22) -> dict[str, list[str]]:
+    programs = {p: make_program(project, p, MODULES) for p in PROGRAMS}
+    compile_all(project, tc22.clang)
+    return programs
+
+
+def _check(tmp_path: Path, project: Path, done: subprocess.CompletedProcess, table: ProcessTable) -> None:
+    recs = links(tmp_path)
+    assert len(recs) == len(PROGRAMS) and all(r["decision"] == "distributed" for r in recs)
+    assert all(r["slots"] == "pool" for r in recs)
+    assert sum(r["backend_compiles"] for r in recs) == len(PROGRAMS) * (MODULES + 1)
+    assert max_overlap(recs) <= 2, "more backend compiles at once than the pool has slots (log)"
+    assert table.samples > 10 and 1 <= table.peak <= 2, f"{table.peak} backend compiles at once (process table)"
+    assert "jobserver" not in done.stdout + done.stderr and "ltowrap:" not in done.stderr
+    for p in PROGRAMS:
+        assert run([f"./{p}"], project).stdout.strip()
+
+
+def test_make_j2_with_unmarked_recipes_stays_within_two(project, tmp_path, tc22):
+    programs = _programs(project, tc22)
+    rules = "".join(f"{p}: {' '.join(objs)}\n\t$(LINK) -o $@ $^\n" for p, objs in programs.items())
+    write(project / "Makefile", f"LINK = {wrapper('ltowrap-clang')} -fuse-ld=lld\nall: {' '.join(PROGRAMS)}\n{rules}")
+    with ProcessTable(tmp_path) as table:
+        done = run(["make", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+    _check(tmp_path, project, done, table)
+
+
+def test_ninja_j2_stays_within_two(project, tmp_path, tc22):
+    if not have("ninja"):
+        pytest.fail("ninja is not installed (dev/setup installs it)")
+    programs = _programs(project, tc22)
+    builds = "".join(f"build {p}: link {' '.join(objs)}\n" for p, objs in programs.items())
+    write(project / "build.ninja",
+          f"rule link\n  command = {wrapper('ltowrap-clang')} -fuse-ld=lld -o $out $in\n{builds}")
+    with ProcessTable(tmp_path) as table:
+        done = run(["ninja", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+    _check(tmp_path, project, done, table)
+
+
+def test_unusable_jobserver_is_said_only_when_verbose(project, tmp_path, tc22):
+    objs = make_program(project, "a", 2)
+    compile_all(project, tc22.clang)
+    write(project / "Makefile", f"a: {' '.join(objs)}\n\t{wrapper('ltowrap-clang')} -fuse-ld=lld -o $@ $^\n"
+          "doctor:\n\tltowrap doctor\n")
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "PATH": f"{Path(wrapper('ltowrap')).parent}:{os.environ['PATH']}"}
+    quiet = run(["make", "-j2", "a"], project, env=env)
+    assert quiet.stderr == "" and links(tmp_path)[-1]["slots"] == "pool"
+    (project / "a").unlink()
+    loud = run(["make", "-j2", "a"], project, env={**env, "LTOWRAP_VERBOSE": "1"})
+    assert loud.stderr.count("ltowrap: make's jobserver") == 1 and "not open in this recipe" in loud.stderr
+    doctor = run(["make", "-j2", "doctor"], project, env=env)
+    assert doctor.stdout.count("is not open in this recipe") == 1
+    assert "[ok] slot pool: " in doctor.stdout and "[FAIL]" not in doctor.stdout
+
+
+# --- two identical links ------------------------------------------------------------------------
+
+
+def _holding_all_slots(tmp_path: Path, n: int) -> locks.LockDir:
+    held = locks.LockDir(_lock_dir(tmp_path))
+    assert all(held.try_lock(f"slot-{i}") for i in range(n))
+    return held
+
+
+def _waits_for_slots(pid: int, lock_dir: str, n: int) -> bool:
+    """Has the link tried every slot (it keeps each one it tried open, to try again)?"""
+    wanted = {os.path.join(lock_dir, f"slot-{i}") for i in range(n)}
+    try:
+        opened = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return False
+    return wanted <= opened
+
+
+def _start_together(project: Path, tmp_path: Path, tc22, objs: list[str], jobs: tuple[int, int] = (2, 2)
+                    ) -> tuple[list[subprocess.Popen], locks.LockDir]:
+    """Two identical links (prog in a/ and in b/), started in turn, both through their thin-links
+    and waiting for a slot (their first compile claimed), while the test holds every slot."""
+    held = _holding_all_slots(tmp_path, max(jobs))
+    procs = []
+    for d, n in zip(("a", "b"), jobs):
+        (project / d).mkdir()
+        env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": str(n)}
+        procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog", *(f"../{o}" for o in objs)],
+                                      cwd=project / d, env=env, stderr=subprocess.PIPE, text=True))
+        deadline = time.time() + 60
+        while not _waits_for_slots(procs[-1].pid, _lock_dir(tmp_path), n):
+            assert time.time() < deadline and procs[-1].poll() is None, "the link never waited for a slot"
+            time.sleep(0.01)
+    return procs, held
+
+
+def _no_leaks(tmp_path: Path) -> None:
+    """Every slot can be taken, and no claim is left."""
+    d = _lock_dir(tmp_path)
+    mine = locks.LockDir(d)
+    names = os.listdir(d)
+    assert [n for n in names if not n.startswith("slot-")] == [], names
+    assert all(mine.try_lock(n) for n in names)
+    mine.close()
+
+
+def test_two_identical_links_compile_each_key_once(project, tmp_path, tc22):
+    objs = make_program(project, "p", MODULES)
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    procs, held = _start_together(project, tmp_path, tc22, objs)
+    held.close()  # both go
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "ltowrap:" not in err, err
+    recs = links(tmp_path)
+    assert [r["decision"] for r in recs] == ["distributed", "distributed"]
+    s = stats_json()
+    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"
+    assert s["backend_hits"] == MODULES + 1 and s["backend_waits"] >= 1
+    assert sum(r.get("backend_waits", 0) for r in recs) == s["backend_waits"]
+    for d in ("a", "b"):
+        assert run(["./prog"], project / d).stdout == expected
+    _no_leaks(tmp_path)
+
+
+def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc22):
+    objs = make_program(project, "p", MODULES)
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    # The first may use slots 0 and 1, the second only slot 0: with slot 0 held, only the first compiles.
+    (first, second), held = _start_together(project, tmp_path, tc22, objs, jobs=(2, 1))
+    held.unlock("slot-1")
+    marker = str(_cache(tmp_path)).encode()
+    objects = _cache(tmp_path) / "o"
+    deadline = time.time() + 60
+    # Mid-way: the first has stored its first object (the second had put it aside) and compiles another.
+    while not (any(p.is_file() for p in objects.rglob("*"))
+               and [pid for pid in backend_pids(marker) if parent_pid(pid) == first.pid]):
+        assert time.time() < deadline and first.poll() is None, "the first link never got mid-way"
+        time.sleep(0.005)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    held.close()
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0 and "ltowrap:" not in err, err
+    assert run(["./prog"], project / "b").stdout == expected
+    (rec,) = links(tmp_path)  # the killed link wrote none
+    waited = {b["source"] for b in rec["backends"] if b.get("waited")}
+    # It took from the cache what it had waited for, and compiled what the first lost.
+    assert "cache" in waited and rec["backend_hits"] >= 1 and rec["backend_compiles"] >= 1
+    assert rec["backend_compiles"] + rec["backend_hits"] == MODULES + 1
+    assert len([p for p in objects.rglob("*") if p.is_file()]) == MODULES + 1
+    deadline = time.time() + 60
+    while backend_pids(marker):  # the killed link's compile runs on to its end, in its slot
+        assert time.time() < deadline
+        time.sleep(0.05)
+    _no_leaks(tmp_path)
+
+
+def parent_pid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+# --- identical thin-links -------------------------------------------------------------------------
+
+HOLDER = """
+import sys
+from ltowrap.locks import LockDir
+d = LockDir(sys.argv[1])
+assert d.try_lock(sys.argv[2])
+print("held", flush=True)
+sys.stdin.readline()
+d.unlock(sys.argv[2], remove=True)
+"""
+
+
+def _lock_waiters(path: str) -> int:
+    """How many processes wait in flock() for this file (/proc/locks lists them with '->')."""
+    ino = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if "->" in line and line.split()[-3].endswith(f":{ino}"))
+
+
+@pytest.mark.parametrize("first", ["stored", "died"])
+def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, first):
+    """A thin-link whose key another process holds is waited for, then taken from the cache, or
+    run here if that process died without storing it."""
+    objs = make_program(project, "p", 3)
+    compile_all(project, tc22.clang)
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang}
+    out = f"prog-{os.getpid()}-{first}"  # its view (/tmp/.ltowrap-views, by output name) is this test's alone
+    link = [wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", out, *objs]
+    run(link, project, env=env)
+    expected = run([f"./{out}"], project).stdout
+    (entry,) = [p for p in (_cache(tmp_path) / "t").rglob("*") if p.is_file()]
+    saved = entry.read_bytes()
+    entry.unlink()  # as if the first thin-link were still running
+    name = f"t-{entry.name}"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _lock_dir(tmp_path), name], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    (project / out).unlink()
+    second = subprocess.Popen(link, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while _lock_waiters(os.path.join(_lock_dir(tmp_path), name)) == 0:
+        assert time.time() < deadline and second.poll() is None, "the second link did not wait for the claim"
+        time.sleep(0.01)
+    if first == "stored":
+        entry.write_bytes(saved)
+        holder.communicate("go\n")
+    else:
+        holder.kill()
+        holder.wait()
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0 and "ltowrap:" not in err, err
+    assert run([f"./{out}"], project).stdout == expected
+    rec = links(tmp_path)[-1]
+    assert rec["thinlink_cached"] == (first == "stored")
+    s = stats_json()
+    assert s["thinlink_waits"] == 1 and s["thinlink_misses"] == (1 if first == "stored" else 2)
+    _no_leaks(tmp_path)
+
+
+# --- the pool itself ------------------------------------------------------------------------------
+
+
+def test_a_slot_is_let_go_when_its_holder_dies_and_the_waker_says_so(tmp_path):
+    d = str(tmp_path / "locks")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, d, "slot-0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    mine = locks.LockDir(d)
+    assert not mine.try_lock("slot-0")  # busy: and now the Waker watches
+    waker = mine.waker().fds()
+    assert waker, "no inotify here: waits would fall back to polling"
+    import select
+
+    # A failed try of another process closes nothing, so it wakes no one.
+    other = locks.LockDir(d)
+    assert not other.try_lock("slot-0")
+    assert select.select(waker, [], [], 0)[0] == []
+    holder.kill()
+    holder.wait()
+    assert select.select(waker, [], [], 30)[0] == waker  # the death woke it
+    mine.drain()
+    assert mine.try_lock("slot-0")
+    assert not other.try_lock("slot-0")
+    mine.close()
+    other.close()
+
+
+def test_a_compile_keeps_its_slot_after_the_link_is_killed(tmp_path):
+    """The slot's lock is passed to the compile: a killed link's orphans still count."""
+    d = str(tmp_path / "locks")
+    code = ("import sys, time; from ltowrap import locks, proc; d = locks.LockDir(sys.argv[1]);"
+            "assert d.try_lock('slot-0'); c = proc.spawn(['/bin/sleep', '30'], keep_fds=(d.fd('slot-0'),));"
+            "print(c.pid, flush=True); time.sleep(60)")
+    link = subprocess.Popen([sys.executable, "-c", code, d], stdout=subprocess.PIPE, text=True)
+    orphan = int(link.stdout.readline())
+    link.kill()
+    link.wait()
+    mine = locks.LockDir(d)
+    try:
+        assert not mine.try_lock("slot-0"), "the slot was let go while its compile still ran"
+        os.kill(orphan, signal.SIGKILL)
+        deadline = time.time() + 30
+        while not mine.try_lock("slot-0"):
+            assert time.time() < deadline
+            time.sleep(0.01)
+    finally:
+        try:
+            os.kill(orphan, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        mine.close()
+
+
+def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
+    d = _lock_dir(tmp_path)
+    holders = {}
+    for name in ("o-dead", "o-alive"):
+        holders[name] = subprocess.Popen([sys.executable, "-c", HOLDER, d, name], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True)
+        assert holders[name].stdout.readline() == "held\n"
+    holders["o-dead"].kill()
+    holders["o-dead"].wait()
+    run([wrapper("ltowrap"), "cache", "trim"], tmp_path)
+    assert sorted(os.listdir(d)) == ["o-alive"]
+    holders["o-alive"].communicate("go\n")
+    assert os.listdir(d) == []
+
+
+def distributor_pids(marker: bytes) -> list[int]:
+    """ltowrap-distributor processes of this test (not the clang and lld that name it, nor a child
+    it is starting, which shows its command line until it execs)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if any(a.endswith(b"/ltowrap-distributor") for a in argv[:2]) and \
+                        marker in Path(f"/proc/{entry}/environ").read_bytes():
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return [p for p in pids if parent_pid(p) not in pids]
+
+
+def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
+    """lld's DTLTO with ltowrap-distributor: the same claims, across two lld processes."""
+    objs = make_program(project, "p", MODULES)
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    held = _holding_all_slots(tmp_path, 2)
+    env = {**os.environ, "LTOWRAP_JOBS": "2"}
+    procs = []
+    for d in ("a", "b"):
+        (project / d).mkdir()
+        procs.append(subprocess.Popen([tc22.clang, "-fuse-ld=lld", "-flto=thin",
+                                       f"-fthinlto-distributor={wrapper('ltowrap-distributor')}", "-o", "prog",
+                                       *(f"../{o}" for o in objs)], cwd=project / d, env=env, stderr=subprocess.PIPE,
+                                      text=True))
+    marker = str(_cache(tmp_path)).encode()
+    deadline = time.time() + 60
+    while not (len(pids := distributor_pids(marker)) == 2 and all(_waits_for_slots(p, _lock_dir(tmp_path), 2) for p in pids)):
+        assert time.time() < deadline and all(p.poll() is None for p in procs), "the distributors never waited for a slot"
+        time.sleep(0.01)
+    held.close()
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    s = stats_json()
+    assert s["distributor_runs"] == 2 and s["backend_misses"] == MODULES + 1, "a key was compiled twice"
+    assert s["backend_hits"] == MODULES + 1 and s["backend_waits"] >= 1
+    for d in ("a", "b"):
+        assert run(["./prog"], project / d).stdout == expected
+    _no_leaks(tmp_path)
