@@ -8,6 +8,9 @@ Layout under the cache directory (created 0700, files 0600):
                         named for the link's output file name
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
     t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
+    l/xx/<key>          link memo: manifests }
+                        and whole links'      }  (linkmemo.py)
+                        outputs              }
     r/xx/<digest>       per-module compile options (records.py); not trimmed by size
     c/xx/<key>          `clang --version` under the stat identity of the compiler's files
     stats/              counters (stats.py)
@@ -27,7 +30,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import xxhash
@@ -37,10 +40,10 @@ from .locks import Claims, LockDir
 from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
-KINDS = ("o", "t", "m", "r", "c")
+KINDS = ("o", "t", "m", "r", "c", "l")
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
-SIZED_KINDS = ("o", "t", "m", "c")
+SIZED_KINDS = ("o", "t", "m", "c", "l")
 MODULES = "m"
 VIEWS = "v"
 # Where links see their modules (Cache.view): one path for every machine and cache.
@@ -48,6 +51,7 @@ SHARED_VIEWS = "/tmp/.ltowrap-views"
 OBJECTS = "o"
 THINLINKS = "t"
 TOOLCHAINS = "c"
+LINKS = "l"
 
 
 @dataclass(frozen=True)
@@ -199,15 +203,19 @@ class Cache:
             if base is None:
                 continue
             d = os.path.join(base, link)
+            lock = ExitStack()
             try:
                 fsutil.make_dirs(d)
-                with fsutil.locked(os.path.join(d, ".lock"), blocking=False) as got:
-                    if got:
-                        yield d
-                        return
-                    break  # busy: another link of the same name, on this machine
+                got = lock.enter_context(fsutil.locked(os.path.join(d, ".lock"), blocking=False))
             except OSError:  # not a directory, a planted symlink: try the next
+                lock.close()
                 continue
+            # Outside the try: an error of the link's own (a full disk) is not the view's.
+            with lock:
+                if got:
+                    yield d
+                    return
+            break  # busy: another link of the same name, on this machine
         fsutil.make_dirs(fallback)
         yield fallback
 
