@@ -13,6 +13,7 @@ Layout under the cache directory (created 0700, files 0600):
                         outputs              }
     r/xx/<digest>       per-module compile options (records.py); not trimmed by size
     c/xx/<key>          `clang --version` under the stat identity of the compiler's files
+    d/xx/<key>          the driver's link line (`clang -###`, driverline.py)
     stats/              counters (stats.py)
     locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)
     tmp/                per-link working directories
@@ -40,10 +41,10 @@ from .locks import Claims, LockDir
 from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
-KINDS = ("o", "t", "m", "r", "c", "l")
+KINDS = ("o", "t", "m", "r", "c", "l", "d")
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
-SIZED_KINDS = ("o", "t", "m", "c", "l")
+SIZED_KINDS = ("o", "t", "m", "c", "l", "d")
 MODULES = "m"
 VIEWS = "v"
 # Where links see their modules (Cache.view): one path for every machine and cache.
@@ -52,6 +53,7 @@ OBJECTS = "o"
 THINLINKS = "t"
 TOOLCHAINS = "c"
 LINKS = "l"
+DRIVER_LINES = "d"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ here and nowhere else:
 - thinlink_key: one thin-link (its shards, in t/);
 - shard_identity: what a backend key takes of an index shard;
 - link_memo_key / link_result_key: a whole link (the link memo, linkmemo.py);
+- driver_line_key: the clang driver's link line (driverline.py);
 - compiler_identity / linker_identity: which tools produced an entry;
 - remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
   Action itself from the same backend argv and shard).
@@ -208,4 +209,31 @@ def link_result_key(memo_key: str, files: Iterable[tuple[str, str]]) -> str:
     h.field("fixed", memo_key)
     for path, digest in files:
         h.field("read", f"{path}\0{digest}")
+    return h.hexdigest()
+
+
+def stamp(paths: Iterable[str]) -> str:
+    """The stat identity of files and directories ("missing" for one that is not there)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(f"{path}:missing")
+            continue
+        out.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return "\0".join(out)
+
+
+def driver_line_key(driver: str, argv: list[str], cwd: str, env: Iterable[tuple[str, str]]) -> str:
+    """The key of a driver's link line (`clang -###`): the driver's identity (its files' stat
+    identity), its argv, the working directory and the environment variables it reads. The
+    files and directories the line names are checked by their stat identity on every use
+    (driverline.py), so a libc or gcc upgrade misses."""
+    h = Hasher()
+    h.field("driver", driver)
+    h.field("argv", "\0".join(argv))
+    h.field("cwd", cwd)
+    for name, value in env:
+        h.field(f"env:{name}", value)
     return h.hexdigest()

@@ -33,6 +33,8 @@ COUNTERS: dict[str, str] = {
     "link_hits": "whole links restored by the link memo: nothing they read had changed",
     "link_misses": "memoisable links the link memo did not have (linked, then stored)",
     "link_unmemoised": "links not memoised: they write a file the memo does not model, or an input changed while they ran",
+    "driver_line_hits": "driver links whose link line (clang -###) came from the cache",
+    "driver_line_misses": "driver links whose link line was asked of clang -### (and stored)",
     "distributor_runs": "job files run for lld's integrated DTLTO (ltowrap-distributor)",
     "remote_hits": "backend objects served by the remote action cache",
     "remote_misses": "backend compiles the remote action cache did not have",
