@@ -286,6 +286,9 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
     return [
         Config("plain", str(clang), "-O2", "-fuse-ld=lld"),
         Config("passthrough", wrapper, "-O2", "-fuse-ld=lld", wrapped),
+        # The project's own link line (the driver's default linker): what the sh entry decides alone.
+        Config("plain-default-ld", str(clang), "-O2", ""),
+        Config("passthrough-default-ld", wrapper, "-O2", "", wrapped),
         Config("thin", str(clang), "-O2 -flto=thin", thin_ld),
         Config("thin-cache", str(clang), "-O2 -flto=thin", f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache'}"),
         Config("dtlto", str(clang), "-O2 -flto=thin", dtlto_ld),
@@ -482,7 +485,8 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
 
 
-SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "thin": scenarios_lld,
+SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "plain-default-ld": scenarios_plain,
+             "passthrough-default-ld": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
              "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap, "remote-cache": scenarios_remote_cache, "remote-exec": scenarios_remote_exec}
 
@@ -502,6 +506,9 @@ THIN_LINK = "thin: link alone"
 BUILD_ROWS = [
     Row("plain: full build", "non-LTO -O2 (floor)", (THIN,)),
     Row("passthrough: full build", "non-LTO, CC=ltowrap-clang", (THIN,)),
+    Row("plain-default-ld: full build", "non-LTO -O2, default linker", (THIN, "plain-default-ld: full build")),
+    Row("passthrough-default-ld: full build", "non-LTO, CC=ltowrap-clang, default linker",
+        (THIN, "plain-default-ld: full build")),
     Row(THIN, "in-process ThinLTO", (THIN,)),
     Row("thin-cache: cold build", "in-process + cache-dir, cold", (THIN,)),
     Row("dtlto: full build", "DTLTO (local distributor)", (THIN,)),
@@ -518,6 +525,9 @@ BUILD_ROWS = [
 LINK_ROWS = [
     Row("plain: link alone", "non-LTO -O2 (floor)", (THIN_LINK,)),
     Row("passthrough: link alone", "non-LTO, CC=ltowrap-clang", (THIN_LINK,)),
+    Row("plain-default-ld: link alone", "non-LTO -O2, default linker", (THIN_LINK, "plain-default-ld: link alone")),
+    Row("passthrough-default-ld: link alone", "non-LTO, CC=ltowrap-clang, default linker",
+        (THIN_LINK, "plain-default-ld: link alone")),
     Row(THIN_LINK, "in-process ThinLTO", (THIN_LINK,)),
     Row("thin-cache: cold link alone", "in-process + cache-dir, cold", (THIN_LINK,)),
     Row("dtlto: link alone", "DTLTO (local distributor)", (THIN_LINK,)),

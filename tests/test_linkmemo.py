@@ -263,3 +263,13 @@ def test_the_memo_can_be_turned_off(tmp_path, tc22):
         link(d, tc22, args, LTOWRAP_MEMO="0")
         assert links(tmp_path)[-1]["decision"] == "distributed"
     assert counts()[:2] == (0, 0) and not (tmp_path / "cache" / "l").exists()
+
+
+def test_links_without_bitcode_are_not_counted_by_the_memo(tmp_path, tc22):
+    d = tmp_path / "p"
+    write(d / "n.c", "int main(void) { return 0; }\n")
+    run([tc22.clang, "-c", "n.c"], d)
+    for _ in range(2):
+        run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "n.o", "-o", "n"], d, env=env_of(tc22))
+    s = stats_json()
+    assert (s["links_passthrough"], s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (2, 0, 0, 0)
