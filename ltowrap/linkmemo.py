@@ -46,8 +46,15 @@ MODELLED_OUTPUTS = ("Map",)  # lldopts names of options whose file the memo stor
 DEPFILE = "final.d"
 
 
+# Options whose output is meant to differ from one link to the next: a restored copy would repeat it.
+NOT_REPEATABLE = ("--build-id=uuid", "-build-id=uuid")
+
+
 def outputs(command: LinkCommand) -> tuple[str, ...] | None:
-    """Every file the link writes, or None when it writes one the memo does not model."""
+    """Every file the link writes, or None when it writes one the memo does not model (or
+    one that must not be the same twice: --build-id=uuid)."""
+    if any(t in NOT_REPEATABLE for a in command.args for t in a.tokens):
+        return None
     files = [command.output]
     for name, value in command.written:
         if name not in MODELLED_OUTPUTS or not value:

@@ -273,3 +273,17 @@ def test_links_without_bitcode_are_not_counted_by_the_memo(tmp_path, tc22):
         run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "n.o", "-o", "n"], d, env=env_of(tc22))
     s = stats_json()
     assert (s["links_passthrough"], s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (2, 0, 0, 0)
+
+
+def test_a_random_build_id_is_never_restored(tmp_path, tc22):
+    """--build-id=uuid asks for a new id on every link: such a link is never memoised."""
+    d = tmp_path / "p"
+    args = [*project(d, tc22), "-Wl,--build-id=uuid"]
+    ids = set()
+    for _ in range(2):
+        (d / "prog").unlink(missing_ok=True)
+        link(d, tc22, args)
+        ids.add((d / "prog").read_bytes())
+    assert len(ids) == 2
+    s = stats_json()
+    assert (s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (0, 0, 2)
