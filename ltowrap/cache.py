@@ -201,25 +201,22 @@ class Cache:
         of the same name holds it, in `fallback` (its own work directory). Either way the
         link is correct, only with fewer hits.
         """
-        for base in (shared if _private_dir(shared) else None, os.path.join(self.root, VIEWS)):
-            if base is None:
-                continue
-            d = os.path.join(base, link)
-            lock = ExitStack()
-            try:
-                fsutil.make_dirs(d)
-                got = lock.enter_context(fsutil.locked(os.path.join(d, ".lock"), blocking=False))
-            except OSError:  # not a directory, a planted symlink: try the next
-                lock.close()
-                continue
-            # Outside the try: an error of the link's own (a full disk) is not the view's.
-            with lock:
+        with ExitStack() as held:
+            for base in (shared if _private_dir(shared) else None, os.path.join(self.root, VIEWS)):
+                if base is None:
+                    continue
+                d = os.path.join(base, link)
+                try:  # only the setup: an error in the link's own body must reach its caller
+                    fsutil.make_dirs(d)
+                    got = held.enter_context(fsutil.locked(os.path.join(d, ".lock"), blocking=False))
+                except OSError:  # not a directory, a planted symlink, a full disk: try the next
+                    continue
                 if got:
                     yield d
                     return
-            break  # busy: another link of the same name, on this machine
-        fsutil.make_dirs(fallback)
-        yield fallback
+                break  # busy: another link of the same name, on this machine
+            fsutil.make_dirs(fallback)
+            yield fallback
 
     @staticmethod
     def view_module(view: str, position: int, stored: str) -> str:
