@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -142,7 +140,7 @@ class Cache:
 
     def new_workdir(self) -> str:
         """A private per-link directory, named after this process so a dead one can be found."""
-        return tempfile.mkdtemp(prefix=f"link-{os.getpid()}-", dir=self.tmp_dir())
+        return fsutil.temp_dir(f"link-{os.getpid()}-", self.tmp_dir())
 
     def remove_stale_workdirs(self) -> int:
         """Remove what killed or finished processes left in tmp/ (work directories, markers) and their claims."""
@@ -158,7 +156,7 @@ class Cache:
                 continue
             path = os.path.join(tmp, name)
             if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
+                fsutil.remove_tree(path)
             else:
                 os.unlink(path)
             removed += 1
@@ -336,4 +334,4 @@ class Cache:
     def clear(self) -> None:
         with fsutil.locked(os.path.join(self.root, "cleanup.lock")):
             for kind in (*KINDS, VIEWS):
-                shutil.rmtree(os.path.join(self.root, kind), ignore_errors=True)
+                fsutil.remove_tree(os.path.join(self.root, kind))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 
 import xxhash
 
-from . import bitcode, toolchain
+from . import toolchain
 from .cache import TOOLCHAINS, Cache
 from .fsutil import read_bytes
 
@@ -127,6 +127,8 @@ def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
     """What the backend key takes of an index shard: its fingerprint's digest (bitcode.fingerprint,
     the shard with module paths replaced by content digests), or its raw bytes' digest (path
     and all) when it cannot be read."""
+    from . import bitcode  # for backend keys only: the link memo's and driver line's paths skip it
+
     try:
         return "fingerprint:" + digest_bytes(bitcode.fingerprint(shard, digest_of))
     except (bitcode.BadBitcode, OSError):

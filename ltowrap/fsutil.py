@@ -29,6 +29,24 @@ def make_dirs(path: str) -> None:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
 
 
+def temp_dir(prefix: str, parent: str | None = None) -> str:
+    """A new private directory under `parent` (tempfile.mkdtemp).
+
+    tempfile and shutil are imported here, when used: with the `re` they pull in, they cost
+    about 10 ms, which a link the memo restores must not pay.
+    """
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory and what it holds, as far as possible (shutil.rmtree, errors ignored)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: bool = True) -> None:
     """Write beside `path` and rename over it: readers see the old file or the new one, whole.
 

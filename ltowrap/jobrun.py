@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import cachekey, log, progress, remote, slots, stats
+from . import cachekey, fsutil, log, stats
 from .cache import Cache
 from .config import Settings
-from .executor import BackendCommand, Executor, Resources
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .executor import BackendCommand, Executor
 
 
 class Terminated(BaseException):
@@ -55,19 +57,24 @@ class JobRun:
         real = self.cache
         if real.write_error is None:  # a failed store has counted itself; a failed mkdir has not
             self.stats.add("cache_write_errors")
-        with tempfile.TemporaryDirectory(prefix="ltowrap-nocache-") as root:
-            self.cache = Cache(root, stats.Stats(), 0)  # its sizes are not the real cache's
-            self._identities.clear()
-            try:
-                yield
-            finally:
-                self.cache.locks.close()
-                self.cache = real
+        root = fsutil.temp_dir("ltowrap-nocache-")
+        self.cache = Cache(root, stats.Stats(), 0)  # its sizes are not the real cache's
+        self._identities.clear()
+        try:
+            yield
+        finally:
+            self.cache.locks.close()
+            self.cache = real
+            fsutil.remove_tree(root)
 
     @contextmanager
     def executor(self, backend: BackendCommand, clang: str, digest_of: Callable[[str], str], name: str,
                  total: int) -> Iterator[Executor]:
         """An executor for `total` backend jobs of the output `name`; its outcomes go into the log record."""
+        # Imported here: a link the memo restores runs no backend and needs none of it (tens of ms).
+        from . import progress, remote, slots
+        from .executor import Executor, Resources
+
         s = self.settings
         identity = self.compiler_identity(clang)
         gate = slots.for_run(s, self.cache.locks, self.cache.tmp_dir())

@@ -30,15 +30,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 
-from . import archive, cachekey, fsutil, records, toolchain
+from . import cachekey, fsutil, toolchain
 from .cache import LINKS, Cache
 from .cmdline import LinkCommand
 from .jobrun import JobRun
 from .magic import THIN_ARCHIVE, read_head
-from .plan import LinkPlan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .plan import LinkPlan
 
 MAX_MANIFESTS = 8  # per fixed key: a few variants of one link (an edited file and back)
 MISSING = "missing"  # the digest of a file that was not there
@@ -100,7 +102,8 @@ def _digest(path: str) -> str:
 
 def _fs_now(directory: str) -> int:
     """The filesystem's clock (ns): what a file changed from now on will have as its mtime, or more."""
-    fd, path = tempfile.mkstemp(prefix=f"clock-{os.getpid()}-", dir=directory)
+    path = os.path.join(directory, f"clock-{os.getpid()}-{os.urandom(6).hex()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, fsutil.FILE_MODE)
     try:
         return os.fstat(fd).st_mtime_ns
     finally:
@@ -191,6 +194,8 @@ class Memo:
     def _read_files(self, plan: LinkPlan, workdir: str) -> list[tuple[str, str]] | None:
         """Every file the link read, with its digest; None if lld's list is missing or a file
         changed after the link started."""
+        from . import archive, records  # a store, after a whole link: not on the restore path
+
         listed = read_depfile(os.path.join(workdir, DEPFILE))
         if listed is None:
             return None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ LOCKS = "locks"
 
 def directory(cache_root: str) -> str:
     """Where this machine's locks live: per host, so a cache on a shared file system shares none."""
-    return os.path.join(cache_root, LOCKS, socket.gethostname() or "localhost")
+    return os.path.join(cache_root, LOCKS, os.uname().nodename or "localhost")
 
 
 def _same_file(fd: int, path: str) -> bool:

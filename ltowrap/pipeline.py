@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sys
 import time
 
-from . import cachekey, cmdline, config, finallink, jobrun, linkmemo, log, plan, proc, thinlink, toolchain
-from .backend import LinkBackend
+from . import cachekey, cmdline, config, fsutil, jobrun, linkmemo, log, proc, toolchain
 from .errors import Reason, ToolFailed, Unsupported
 
 # errno values that mean "this cache cannot be written", as opposed to a problem with an input.
@@ -105,11 +103,15 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str]) -> int:
             return _link(run, real, command, workdir, view, cwd, memo)
     finally:
         if not run.settings.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+            fsutil.remove_tree(workdir)
 
 
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, view: str, cwd: str,
           memo: linkmemo.Memo | None) -> int:
+    # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
+    from . import finallink, plan, thinlink
+    from .backend import LinkBackend
+
     link_plan = plan.build(command, run.cache, view)
     run.record.modules = len(link_plan.modules)
     clang = toolchain.backend_clang(real[0], run.settings.clang)

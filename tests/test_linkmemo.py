@@ -287,3 +287,22 @@ def test_a_random_build_id_is_never_restored(tmp_path, tc22):
     assert len(ids) == 2
     s = stats_json()
     assert (s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (0, 0, 2)
+
+
+def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
+    """The memo's point is speed: a hit must not import what only a distributed link uses
+    (the plan, the thin-link, the executor and its slots, tempfile, subprocess), tens of ms.
+    The first, missed link of the same command shows the check sees those imports."""
+    d = tmp_path / "p"
+    args = project(d, tc22)
+    stages = {"ltowrap.plan", "ltowrap.thinlink", "ltowrap.executor", "ltowrap.slots", "ltowrap.finallink",
+              "tempfile", "subprocess"}
+
+    def imported() -> set[str]:
+        (d / "prog").unlink(missing_ok=True)
+        done = link(d, tc22, args, PYTHONPROFILEIMPORTTIME="1")
+        return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+    assert stages <= imported()  # a miss: the whole link
+    assert imported() & stages == set()  # a hit
+    assert links(tmp_path)[-1]["decision"] == "restored"
