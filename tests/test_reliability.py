@@ -363,8 +363,9 @@ def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc
         rc = proc.wait(timeout=60)
         _kill_orphans(str(cache))
         trials += 1
+        if killed and rc == 0:  # SIGKILL cannot be caught: the link was already exiting, its work done
+            killed = False
         if killed:
-            assert rc != 0, f"trial {i} ({target}/{phase}): the killed link exited 0"
             faults += 1
             by_target[target] += 1
             by_phase[phase] += 1
@@ -375,8 +376,10 @@ def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc
         n = len(links(tmp_path))
         again = subprocess.run([*lt_link(tc22), "-o", "prog", *inputs], cwd=project, env=env, capture_output=True, text=True)
         recs = new_link_records(tmp_path, n)
-        if recs and recs[-1]["decision"] != "distributed":
+        # "restored": the killed link had finished and been memoised before the kill landed.
+        if recs and recs[-1]["decision"] not in ("distributed", "restored"):
             fallbacks += 1
+            failures.append(f"trial {i} ({target}/{phase}): rebuild {recs[-1]['decision']}: {recs[-1].get('detail')}")
         if again.returncode != 0:
             broken += 1
             failures.append(f"trial {i} ({target}/{phase}): rebuild exited {again.returncode}: {again.stderr}")
@@ -396,7 +399,7 @@ def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc
     # What happened, not how fast: a fault was injected in every phase of the link.
     for phase in ("python", "thin-link", "backend", "final link"):
         assert by_phase[phase] >= 1, by_phase
-    assert fallbacks == 0
+    assert fallbacks == 0, "\n".join(failures)
 
 
 # --- 3. damaged entries --------------------------------------------------------------------
