@@ -100,7 +100,7 @@ class Job:
     shard_path: str
     imports: tuple[str, ...]
     output: str  # native object to write
-    shard_identity: str | None = None  # bitcode.shard_identity, when already known
+    shard_identity: str | None = None  # cachekey.shard_identity, when already known
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ In a cache, an ingredient forgotten in one recipe is a wrong hit, so every key i
 here and nowhere else:
 - backend_key: one backend compile (the objects in o/);
 - thinlink_key: one thin-link (its shards, in t/);
-- shard_identity: what a backend key takes of an index shard;
+- shard_identity: what a backend key takes of an index shard (its canonical text, shardkey.py);
 - compiler_identity / linker_identity: which tools produced an entry;
 - remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
   Action itself from the same backend argv and shard).
@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable
 
 import xxhash
 
-from . import bitcode, toolchain
+from . import bitcode, shardkey, toolchain
 from .cache import TOOLCHAINS, Cache
 from .fsutil import read_bytes
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-7"
+FORMAT_VERSION = "ltowrap-cache-8"
 
 
 def digest_bytes(data: bytes) -> str:
@@ -121,14 +121,23 @@ def remote_platform(identity: str, os_family: str) -> dict[str, str]:
 # --- the recipes -----------------------------------------------------------------------------------
 
 
-def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
-    """What the backend key takes of an index shard: its fingerprint's digest (bitcode.fingerprint,
-    the shard with module paths replaced by content digests), or its raw bytes' digest (path
-    and all) when it cannot be read."""
+def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str | None:
+    """The shard's canonical text (shardkey.canonical: value ids as GUIDs, module paths as
+    the digests of the modules' bytes, in path order; `module` is the compile's own), or
+    None when the shard or a module it names cannot be read."""
     try:
-        return "fingerprint:" + digest_bytes(bitcode.fingerprint(shard, digest_of))
+        return shardkey.canonical(shard, digest_of, module)
     except (bitcode.BadBitcode, OSError):
+        return None
+
+
+def shard_identity(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str:
+    """What the backend key takes of an index shard: the digest of its canonical text
+    (shard_canonical), or of its raw bytes (paths, numbering and all) when it cannot be read."""
+    text = shard_canonical(shard, digest_of, module)
+    if text is None:
         return "raw:" + digest_bytes(shard)
+    return "shardkey:" + digest_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, reads: Iterable[str],
@@ -138,9 +147,10 @@ def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, 
     - the compiler: its --version text and the identity of its files (compiler_identity);
     - the backend argv with the module, shard and output paths as placeholders (this includes
       the module's recorded compile options);
-    - the module's bytes (by digest) and the shard (shard_identity): the same for a clean
-      rebuild, another directory, another cache, or lld's own temporary names under DTLTO;
-      it names, by content, every module the compile imports;
+    - the module's bytes (by digest) and the shard (shard_identity): what it means, not how
+      lld spelled it, so the same for a clean rebuild, another directory, another cache,
+      inputs in another order or under other names, or lld's own temporary names under
+      DTLTO; it names, by content, every module the compile imports;
     - the contents of any other file the compile reads (the sample profile).
     """
     h = Hasher(debug)

@@ -124,7 +124,7 @@ class Executor:
         return self.res.remote
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
-        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of)
+        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
         return cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
                                     self.res.debug)
 
