@@ -91,6 +91,10 @@ def read_facts(module: Module, flags: bool) -> ModuleFacts | None:
         return None
 
 
+# What stands for the module, shard and output paths in an argv that goes into a key.
+PLACEHOLDERS = ("<module>", "<shard>", "<output>")
+
+
 @dataclass(frozen=True)
 class Job:
     """One backend compile: a module, its index shard, the modules it imports, its output."""

@@ -6,8 +6,9 @@ here and nowhere else:
 - thinlink_key: one thin-link (its shards, in t/);
 - shard_identity: what a backend key takes of an index shard (its canonical text, shardkey.py);
 - compiler_identity / linker_identity: which tools produced an entry;
-- remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
-  Action itself from the same backend argv and shard).
+- remote_platform: what pins the toolchain in a remote Action;
+- remote_key: what the remote identity Action names (remote/action.py builds it), the
+  backend key's fields less the machine's own.
 (A module's option record is found by records.record_key, which the sh entry computes too.)
 
 Every field goes in behind its own tag and length, so fields cannot run together. With
@@ -161,6 +162,20 @@ def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, 
     for path in reads:
         h.field("reads", digest_bytes(read_bytes(path)))
     return h.hexdigest(), h.dump
+
+
+def remote_key(platform: dict[str, str], argv: list[str], module_digest: str, shard: str) -> str:
+    """The key every machine shares for one backend compile (the remote identity Action,
+    remote/action.py): backend_key's fields less the machine's own. The toolchain is
+    named by the platform properties (remote_platform: its `clang --version`), not by
+    the stat identity of its files; a compile that reads other files does not go remote.
+    """
+    h = Hasher()
+    h.field("platform", "\0".join(f"{k}={v}" for k, v in sorted(platform.items())))
+    h.field("argv", "\0".join(argv[1:]))
+    h.field("module", module_digest)
+    h.field("shard", shard)
+    return h.hexdigest()
 
 
 def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple[str, str]],

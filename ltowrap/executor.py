@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import backend, cachekey, fsutil, log, proc, records
-from .backend import Job
+from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
 from .locks import POLL
@@ -31,8 +31,6 @@ from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
     from .remote.session import Session
-
-PLACEHOLDERS = ("<module>", "<shard>", "<output>")
 
 
 class BackendCommand:
