@@ -123,8 +123,13 @@ class Executor:
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
         shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
-        return cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
-                                    self.res.debug)
+        key, dump = cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
+                                         self.res.debug)
+        if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
+            text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
+            dump.append("shard text (shardkey.py):\n" + text if text is not None
+                        else "shard text: unreadable, its raw bytes went in")
+        return key, dump
 
     def fill(self, record: log.Record) -> None:
         """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""
