@@ -52,6 +52,13 @@ class _Reader:
         return window & ((1 << n) - 1)
 
     def vbr(self, n: int) -> int:
+        # Most values fit in one chunk: read it from one window (the hot path of shardkey).
+        pos = self.pos
+        chunk = (int.from_bytes(self.data[pos >> 3 : (pos >> 3) + 2], "little") >> (pos & 7)) & ((1 << n) - 1) \
+            if n <= 9 else -1
+        if 0 <= chunk < 1 << (n - 1) and pos + n <= self.end:
+            self.pos = pos + n
+            return chunk
         value = shift = 0
         hi = 1 << (n - 1)
         while True:
@@ -85,12 +92,12 @@ def _define_abbrev(r: _Reader) -> Abbrev:
 
 
 def _scalar(r: _Reader, kind: str, value: int) -> int:
-    if kind == "lit":
-        return value
-    if kind == "fixed":
-        return r.fixed(value)
     if kind == "vbr":
         return r.vbr(value)
+    if kind == "fixed":
+        return r.fixed(value)
+    if kind == "lit":
+        return value
     if kind == "char6":
         return ord(CHAR6[r.fixed(6)])
     raise BadBitcode(f"{kind} is not a scalar")
