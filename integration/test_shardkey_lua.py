@@ -225,6 +225,7 @@ def test_dtlto_relink_of_lua_hits_for_every_backend(lua_objects: Path, tmp_path:
                         "lua.o", "liblua.a", "-o", "lua", "-Wl,-E", "-lm", "-ldl"], cwd=where, check=True, env=env)
     runs = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
     runs = [r for r in runs if r["tool"] == "distributor"]
+    print(f"\nDTLTO relink: {runs[1]['backend_hits']} of {len(runs[1]['backends'])} backends hit")
     assert len(runs) == 2 and runs[0]["backend_compiles"] == len(runs[0]["backends"]) >= 30
     assert runs[1]["backend_compiles"] == 0 and runs[1]["backend_hits"] == len(runs[0]["backends"])
     out = subprocess.run([where / "lua", "-e", "print(6 * 7)"], check=True, capture_output=True, text=True).stdout
