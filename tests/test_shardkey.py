@@ -153,18 +153,23 @@ for j in job["jobs"]:
 """
 
 
+def web_of_calls(tc, where: Path, n: int) -> None:
+    """main.o and libm.a of n modules calling each other: lld's DTLTO renumbers their shards."""
+    for i in range(n):
+        j, k = (i + 1) % n, (i * 7 + 3) % n
+        write(where / f"m{i}.c", f"int f{j}(int); int f{k}(int); int g{i} = {i};\n"
+              f"int f{i}(int x) {{ if (x <= 0) return g{i}; return f{j}(x - 1) + f{k}(x - 2) + g{i}; }}\n")
+        run([tc.clang, "-O2", "-flto=thin", "-c", f"m{i}.c"], where)
+    write(where / "main.c", "int f0(int);\nint main(int c, char **v) { return f0(c) & 0x7f; }\n")
+    run([tc.clang, "-O2", "-flto=thin", "-c", "main.c"], where)
+    run([tc.ar, "rcs", "libm.a", *(f"m{i}.o" for i in range(n))], where)
+
+
 def test_dtlto_renumbering_is_not_in_the_text(tc22, tmp_path):
     """lld's DTLTO names archive members after its process id and numbers the values in
     their shards by those names: two links of the same inputs renumber most shards."""
     n = 12
-    for i in range(n):
-        j, k = (i + 1) % n, (i * 7 + 3) % n
-        write(tmp_path / f"m{i}.c", f"int f{j}(int); int f{k}(int); int g{i} = {i};\n"
-              f"int f{i}(int x) {{ if (x <= 0) return g{i}; return f{j}(x - 1) + f{k}(x - 2) + g{i}; }}\n")
-        run([tc22.clang, "-O2", "-flto=thin", "-c", f"m{i}.c"], tmp_path)
-    write(tmp_path / "main.c", "int f0(int);\nint main(int c, char **v) { return f0(c); }\n")
-    run([tc22.clang, "-O2", "-flto=thin", "-c", "main.c"], tmp_path)
-    run([tc22.ar, "rcs", "libm.a", *(f"m{i}.o" for i in range(n))], tmp_path)
+    web_of_calls(tc22, tmp_path, n)
     write(tmp_path / "record.py", RECORDER)
     script = write(tmp_path / "record.sh", f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'record.py'} \"$@\"\n")
     script.chmod(0o755)
