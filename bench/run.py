@@ -13,6 +13,7 @@ tree with fresh caches, configurations in rotating order:
   dtlto-ltowrap lld DTLTO, ltowrap-distributor           cold build, warm link alone
   ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
                                                          edit, clean rebuild (warm cache)
+  ltowrap-nomemo  the same with the link memo off        the same
 
 and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_server.py):
 
@@ -285,12 +286,17 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
     return [
         Config("plain", str(clang), "-O2", "-fuse-ld=lld"),
         Config("passthrough", wrapper, "-O2", "-fuse-ld=lld", wrapped),
+        # The project's own link line (the driver's default linker): what the sh entry decides alone.
+        Config("plain-default-ld", str(clang), "-O2", ""),
+        Config("passthrough-default-ld", wrapper, "-O2", "", wrapped),
         Config("thin", str(clang), "-O2 -flto=thin", thin_ld),
         Config("thin-cache", str(clang), "-O2 -flto=thin", f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache'}"),
         Config("dtlto", str(clang), "-O2 -flto=thin", dtlto_ld),
         Config("dtlto-ltowrap", str(clang), "-O2 -flto=thin",
                f"-flto=thin -fuse-ld=lld -fthinlto-distributor={SCRIPTS / 'ltowrap-distributor'}", wrapped),
         Config("ltowrap", wrapper, "-O2 -flto=thin", "", wrapped),
+        # The same without the link memo: what the caches under the link give a relink.
+        Config("ltowrap-nomemo", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_MEMO": "0"}),
         Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
         Config("remote-exec", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "execute"}),
     ]
@@ -342,8 +348,8 @@ class Recorder:
             records = link_records(log)
             compiles = sum(r["backend_compiles"] for r in records.values()) if lto else None
             for name, r in records.items():
-                expected = "distributed" if lto else "passthrough"
-                if r["decision"] != expected:
+                expected = ("distributed", "restored") if lto else ("passthrough",)  # restored: the link memo
+                if r["decision"] not in expected:
                     self.problems.append(f"rep {rep} {row}: link of {name}: {r['decision']} ({r.get('reason')})")
             if main in records:
                 summary = summarise(records[main])
@@ -407,7 +413,7 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
     for label, before in steps:
         before()
         log = tmp / f"{label.replace(' ', '-')}.jsonl"
-        rec.add(f"ltowrap: {label}", rep, b.build(log=log), log, main)
+        rec.add(f"{b.config.name}: {label}", rep, b.build(log=log), log, main)
         if label == "cold build" and b.project.check:
             b.project.check(b.tree)
     stats = json.loads(subprocess.run([str(SCRIPTS / "ltowrap"), "stats", "--json"], env=b.env, check=True,
@@ -415,7 +421,7 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
     subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
     for label in ("cold link alone", "warm link alone"):
         log = tmp / f"{label.replace(' ', '-')}.jsonl"
-        rec.add(f"ltowrap: {label}", rep, b.link_alone(log=log), log, main)
+        rec.add(f"{b.config.name}: {label}", rep, b.link_alone(log=log), log, main)
     return stats
 
 
@@ -479,9 +485,10 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
 
 
-SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "thin": scenarios_lld,
+SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "plain-default-ld": scenarios_plain,
+             "passthrough-default-ld": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
-             "ltowrap": scenarios_ltowrap, "remote-cache": scenarios_remote_cache, "remote-exec": scenarios_remote_exec}
+             "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap, "remote-cache": scenarios_remote_cache, "remote-exec": scenarios_remote_exec}
 
 
 # ---------------------------------------------------------------- tables
@@ -499,6 +506,9 @@ THIN_LINK = "thin: link alone"
 BUILD_ROWS = [
     Row("plain: full build", "non-LTO -O2 (floor)", (THIN,)),
     Row("passthrough: full build", "non-LTO, CC=ltowrap-clang", (THIN,)),
+    Row("plain-default-ld: full build", "non-LTO -O2, default linker", (THIN, "plain-default-ld: full build")),
+    Row("passthrough-default-ld: full build", "non-LTO, CC=ltowrap-clang, default linker",
+        (THIN, "plain-default-ld: full build")),
     Row(THIN, "in-process ThinLTO", (THIN,)),
     Row("thin-cache: cold build", "in-process + cache-dir, cold", (THIN,)),
     Row("dtlto: full build", "DTLTO (local distributor)", (THIN,)),
@@ -506,13 +516,18 @@ BUILD_ROWS = [
     Row("ltowrap: cold build", "ltowrap, cold cache", (THIN,)),
     Row("thin-cache: warm relink", "in-process + cache-dir, warm relink", (THIN, "thin-cache: warm relink")),
     Row("ltowrap: warm relink", "ltowrap, warm relink", (THIN, "thin-cache: warm relink")),
+    Row("ltowrap-nomemo: warm relink", "ltowrap, memo off, warm relink", (THIN, "thin-cache: warm relink")),
     Row("thin-cache: one-file edit", "in-process + cache-dir, one-file edit", (THIN, "thin-cache: one-file edit")),
     Row("ltowrap: one-file edit", "ltowrap, one-file edit", (THIN, "thin-cache: one-file edit")),
     Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, warm cache", (THIN,)),
+    Row("ltowrap-nomemo: clean rebuild", "ltowrap, memo off, clean rebuild, warm cache", (THIN,)),
 ]
 LINK_ROWS = [
     Row("plain: link alone", "non-LTO -O2 (floor)", (THIN_LINK,)),
     Row("passthrough: link alone", "non-LTO, CC=ltowrap-clang", (THIN_LINK,)),
+    Row("plain-default-ld: link alone", "non-LTO -O2, default linker", (THIN_LINK, "plain-default-ld: link alone")),
+    Row("passthrough-default-ld: link alone", "non-LTO, CC=ltowrap-clang, default linker",
+        (THIN_LINK, "plain-default-ld: link alone")),
     Row(THIN_LINK, "in-process ThinLTO", (THIN_LINK,)),
     Row("thin-cache: cold link alone", "in-process + cache-dir, cold", (THIN_LINK,)),
     Row("dtlto: link alone", "DTLTO (local distributor)", (THIN_LINK,)),
@@ -520,12 +535,16 @@ LINK_ROWS = [
     Row("ltowrap: cold build", "ltowrap, cold, in build (log)", (THIN_LINK,)),
     Row("thin-cache: warm link alone", "in-process + cache-dir, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm link alone", "ltowrap, warm", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("ltowrap-nomemo: warm link alone", "ltowrap, memo off, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("dtlto-ltowrap: warm link alone", "DTLTO, ltowrap-distributor, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm relink", "ltowrap, warm, in build (log)", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("ltowrap-nomemo: warm relink", "ltowrap, memo off, warm, in build (log)",
+        (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: one-file edit", "ltowrap, one-file edit, in build (log)", (THIN_LINK,)),
     Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, in build (log)", (THIN_LINK,)),
 ]
-IN_BUILD = {"ltowrap: cold build", "ltowrap: warm relink", "ltowrap: one-file edit", "ltowrap: clean rebuild"}
+IN_BUILD = {f"{c}: {label}" for c in ("ltowrap", "ltowrap-nomemo")
+            for label in ("cold build", "warm relink", "one-file edit", "clean rebuild")}
 # Remote rows -> the local ltowrap row each is compared with (same scenario, no remote).
 REMOTE_ROWS = [
     ("remote-cache: cold build", "build", "ltowrap: cold build", "publishes every object"),

@@ -611,12 +611,18 @@ def test_ccache_in_front(tmp_path: Path, env: dict[str, str]) -> None:
     sh(["make", "clean"], root, cenv)
     Path(cenv["LTOWRAP_LOG"]).unlink()
     sh(["ccache", "-z"], tmp_path, cenv)
-    second = sh(["make", "-j2"], root, cenv)
+    second = sh(["make", "-j2"], root, cenv | {"LTOWRAP_MEMO": "0"})  # the backend cache's turn
     assert not ltowrap_lines(second.stderr), second.stderr
     s = ccache_stats(cenv)
     assert s["direct_cache_hit"] == 6 and s["cache_miss"] == 0, s
     warm = distributed_links(cenv, {"prog": 6})["prog"]
     assert warm["backend_hits"] == warm["modules"] == 6 and warm["backend_compiles"] == 0, warm
+    assert sh([str(root / "prog")], root, cenv).stdout == C_EXPECTED
+    # With the link memo on, the next clean rebuild restores the link whole.
+    sh(["make", "clean"], root, cenv)
+    Path(cenv["LTOWRAP_LOG"]).unlink()
+    sh(["make", "-j2"], root, cenv)
+    assert [r["decision"] for r in log_records(cenv) if r["tool"].startswith("ld.lld")] == ["restored"]
     assert sh([str(root / "prog")], root, cenv).stdout == C_EXPECTED
 
     # Another clang behind the same ltowrap-clang is another compiler to ccache: a miss, not LLVM 22 bitcode.

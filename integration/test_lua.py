@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -193,14 +193,16 @@ def test_path_shims(lua_src: Path, tmp_path: Path, cc: str) -> None:
 
 
 def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
-    """make; make clean; make: the relink compiles nothing and writes the same bytes."""
+    """make; make clean; make: the relink compiles nothing and writes the same bytes; with the
+    link memo on, a third clean build restores both links whole."""
     tc = wrapper_toolchain(tmp_path, 22)
     make(lua_src, tc, tmp_path / "first.log")
     check_cold_links(lua_src, tmp_path / "first.log", tc)
     first = (lua_src / "src" / "lua").read_bytes()
     make(lua_src, tc, tmp_path / "second.log", "clean")
     assert not (lua_src / "src" / "lua").exists()
-    make(lua_src, tc, tmp_path / "second.log")
+    # Memo off: this relink is the one the caches under the link serve.
+    make(lua_src, replace(tc, env=tc.env | {"LTOWRAP_MEMO": "0"}), tmp_path / "second.log")
     run_lua(lua_src, tmp_path)
 
     second_links = links(tmp_path / "second.log")
@@ -221,6 +223,14 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
 
     # Once a bug: the cold link added lld's empty regular-LTO object (ld-temp.o) to the
     # final link and the cached relink did not, so the binaries differed.
+    assert (lua_src / "src" / "lua").read_bytes() == first
+
+    make(lua_src, tc, tmp_path / "third.log", "clean")
+    make(lua_src, tc, tmp_path / "third.log")
+    run_lua(lua_src, tmp_path)
+    assert {name: rec["decision"] for name, rec in links(tmp_path / "third.log").items()} == {
+        "lua": "restored", "luac": "restored"}
+    assert stats(tc)["link_hits"] == 2
     assert (lua_src / "src" / "lua").read_bytes() == first
 
 

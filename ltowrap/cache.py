@@ -5,8 +5,12 @@ Layout under the cache directory (created 0700, files 0600):
                         bytes: the thin-link sees its modules under these paths
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
     t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
+    l/xx/<key>          link memo: manifests }
+                        and whole links'      }  (linkmemo.py)
+                        outputs              }
     r/xx/<digest>       per-module compile options (records.py); not trimmed by size
     c/xx/<key>          `clang --version` under the stat identity of the compiler's files
+    d/xx/<key>          the driver's link line (`clang -###`, driverline.py)
     stats/              counters (stats.py)
     locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)
     tmp/                per-link working directories
@@ -31,14 +35,16 @@ from .locks import Claims, LockDir
 from .stats import Stats, cache_bytes, summary
 
 MAGIC = b"LTOWRAP1"
-KINDS = ("o", "t", "m", "r", "c")
+KINDS = ("o", "t", "m", "r", "c", "l", "d")
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
-SIZED_KINDS = ("o", "t", "m", "c")
+SIZED_KINDS = ("o", "t", "m", "c", "l", "d")
 MODULES = "m"
 OBJECTS = "o"
 THINLINKS = "t"
 TOOLCHAINS = "c"
+LINKS = "l"
+DRIVER_LINES = "d"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ here and nowhere else:
 - backend_key: one backend compile (the objects in o/);
 - thinlink_key: one thin-link (its shards, in t/);
 - shard_identity: what a backend key takes of an index shard (its canonical text, shardkey.py);
+- link_memo_key / link_result_key: a whole link (the link memo, linkmemo.py);
+- driver_line_key: the clang driver's link line (driverline.py);
 - compiler_identity / linker_identity: which tools produced an entry;
 - remote_platform: what pins the toolchain in a remote Action;
 - remote_key: what the remote identity Action names (remote/action.py builds it), the
@@ -196,4 +198,67 @@ def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple
         h.field("module", f"{path}\0{digest}")
     for path in files:
         h.file("file", path)
+    return h.hexdigest()
+
+
+def link_memo_key(linker: str, compiler: str, cwd: str, argv: list[str], resolved: Iterable[str],
+                  settings: Iterable[tuple[str, str]]) -> str:
+    """The fixed part of a link memo key, known before the link reads anything:
+    - the linker's identity (linker_identity) and the compiler's (compiler_identity): they
+      make the thin-link, the backends and the final link;
+    - the working directory (relative paths and the dependency file's names resolve against it);
+    - the final ld.lld argv, as the driver gave it;
+    - where each input resolved (`-lfoo` -> the file lld's search found): a library that
+      appears earlier in the search path changes the link without changing any file read;
+    - every ltowrap setting that changes the output.
+    The files the link read are the manifest's (link_result_key).
+    """
+    h = Hasher()
+    h.field("memo", "link")
+    h.field("ld", linker)
+    h.field("compiler", compiler)
+    h.field("cwd", cwd)
+    h.field("argv", "\0".join(argv))
+    for path in resolved:
+        h.field("resolved", path)
+    for name, value in settings:
+        h.field(f"setting:{name}", value)
+    return h.hexdigest()
+
+
+def link_result_key(memo_key: str, files: Iterable[tuple[str, str]]) -> str:
+    """The key of one memoised link's outputs: its fixed key and every file it read, with the
+    digest of its contents ("missing" for a file that was not there)."""
+    h = Hasher()
+    h.field("memo", "result")
+    h.field("fixed", memo_key)
+    for path, digest in files:
+        h.field("read", f"{path}\0{digest}")
+    return h.hexdigest()
+
+
+def stamp(paths: Iterable[str]) -> str:
+    """The stat identity of files and directories ("missing" for one that is not there)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(f"{path}:missing")
+            continue
+        out.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return "\0".join(out)
+
+
+def driver_line_key(driver: str, argv: list[str], cwd: str, env: Iterable[tuple[str, str]]) -> str:
+    """The key of a driver's link line (`clang -###`): the driver's identity (its files' stat
+    identity), its argv, the working directory and the environment variables it reads. The
+    files and directories the line names are checked by their stat identity on every use
+    (driverline.py), so a libc or gcc upgrade misses."""
+    h = Hasher()
+    h.field("driver", driver)
+    h.field("argv", "\0".join(argv))
+    h.field("cwd", cwd)
+    for name, value in env:
+        h.field(f"env:{name}", value)
     return h.hexdigest()

@@ -59,6 +59,10 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         f"  Distributed:              {s['links_distributed']}",
         f"  Passed through (no bitcode): {s['links_passthrough']}",
         f"  Fallen back:              {s['links_fallback']}",
+        f"  Restored (link memo):     {s['link_hits']}",
+        f"  Memo misses:              {s['link_misses']}",
+        f"  Not memoised:             {s['link_unmemoised']}",
+        f"  Driver line from cache:   {s['driver_line_hits']} (asked clang -###: {s['driver_line_misses']})",
     ]
     for reason, n in sorted(s["fallback_reasons"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:6d}  {stats.reason_text(reason)}")

@@ -52,6 +52,7 @@ class LinkCommand:
     relocatable: bool
     read_files: tuple[str, ...] = field(default=())  # scripts and lists named by options
     fat_lto_objects: bool = False  # --fat-lto-objects: lld takes the bitcode of fat objects
+    written: tuple[tuple[str, str | None], ...] = field(default=())  # (option, value) of options that write a file
 
     def inputs(self) -> list[Arg]:
         return [a for a in self.args if a.input is not None]
@@ -101,6 +102,7 @@ class _Reader:
     attrs: list[str] = field(default_factory=list)
     mllvm: list[str] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
+    written: list[tuple[str, str | None]] = field(default_factory=list)
 
     def input(self, tokens: tuple[str, ...]) -> None:
         self.args.append(Arg(tokens, input=tokens[0], whole_archive=self.whole, lazy=self.lazy))
@@ -118,6 +120,8 @@ class _Reader:
             self._role(role, value)
         if option is not None and option.reads and value is not None:
             self.read_files.append(value)
+        if option is not None and option.writes:
+            self.written.append((option.name, value))
 
     def _role(self, role: str, value: str | None) -> None:
         if role in ("whole-archive", "no-whole-archive"):
@@ -160,6 +164,7 @@ class _Reader:
             relocatable=self.relocatable,
             read_files=tuple(self.read_files),
             fat_lto_objects=self.fat,
+            written=tuple(self.written),
         )
 
 

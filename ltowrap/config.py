@@ -155,6 +155,7 @@ class Settings:
     log = Setting("", _str, "append one JSON line per link to this file")
     lto = Setting("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld")
     backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's")
+    memo = Setting(True, parse_bool, "restore a whole link from the cache when nothing it read changed (the link memo)")
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
     clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)")
     keep = Setting(False, parse_bool, "keep each link's temporary directory")

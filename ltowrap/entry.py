@@ -112,7 +112,9 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     clang_var = config.ROWS["clang"].env
     env.setdefault(clang_var, os.path.realpath(real[0]))
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
-    linker = _linker_command(real, with_lld, real_ld)
+    from .driverline import linker_command
+
+    linker = linker_command(real, with_lld, real_ld, settings.cache_dir)
     if linker is not None:
         # The driver's whole job is this one link: run it here, sparing a second Python start.
         from .pipeline import run_linker
@@ -121,39 +123,6 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld))
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
-
-
-def _linker_command(real: list[str], args: list[str], real_ld: str) -> list[str] | None:
-    """The ld.lld command the driver would run (from `clang -###`), if that is all it would run.
-
-    -### prints one line per job, each argument in double quotes with `"`, `\\` and `$`
-    escaped by a backslash. Anything else (a compile job too, a driver error) is None,
-    and the driver is run for real instead.
-    """
-    rc, _, err = proc.capture([*real, "-###", *args])
-    if rc != 0:
-        return None
-    jobs = [line for line in err.decode("utf-8", "surrogateescape").splitlines() if line.startswith(' "')]
-    if len(jobs) != 1:
-        return None
-    argv = _unquote_job(jobs[0])
-    return argv if argv and argv[0] == real_ld else None
-
-
-def _unquote_job(line: str) -> list[str]:
-    out = []
-    i = line.find('"')
-    while i >= 0:
-        arg: list[str] = []
-        i += 1
-        while i < len(line) and line[i] != '"':
-            if line[i] == "\\" and i + 1 < len(line):
-                i += 1
-            arg.append(line[i])
-            i += 1
-        out.append("".join(arg))
-        i = line.find('"', i + 1)
-    return out
 
 
 def _lld_route(real: list[str], args: list[str], settings: config.Settings) -> tuple[str, str] | None:

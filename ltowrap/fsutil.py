@@ -29,8 +29,11 @@ def make_dirs(path: str) -> None:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
 
 
-def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
+def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: bool = True) -> None:
     """Write beside `path` and rename over it: readers see the old file or the new one, whole.
+
+    `mode` goes through the umask, as for any new file. Missing directories are created
+    (private) unless `create_dirs` is off (a user's output: its directory is theirs to make).
 
     The temp file is created with O_EXCL | O_NOFOLLOW, so a symlink planted in the cache
     cannot redirect the write; rename replaces a planted symlink rather than following it.
@@ -44,6 +47,8 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
         try:
             fd = os.open(tmp, flags, mode)
         except FileNotFoundError:
+            if not create_dirs:
+                raise
             make_dirs(directory)
             fd = os.open(tmp, flags, mode)
         with os.fdopen(fd, "wb") as f:

@@ -35,7 +35,7 @@ class Record:
     pid: int = field(default_factory=os.getpid)
     start: float = field(default_factory=time.time)
     end: float | None = None
-    decision: str = "passthrough"  # distributed | passthrough | fallback | interrupted | failed
+    decision: str = "passthrough"  # distributed | restored (link memo) | passthrough | fallback | interrupted | failed
     reason: str | None = None  # errors.Reason's key
     detail: str | None = None  # the reason, as the user was told
     output: str | None = None  # what the step that failed printed (a backend's errors)

@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 
-from . import cachekey, cmdline, config, finallink, jobrun, log, plan, proc, thinlink, toolchain
+from . import cachekey, cmdline, config, finallink, jobrun, linkmemo, log, plan, proc, thinlink, toolchain
 from .backend import LinkBackend
 from .cache import MODULES
 from .errors import Reason, ToolFailed, Unsupported
@@ -73,6 +73,8 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str]) -> int | None
         return _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
     except Exception as e:  # never turn a working build into a failing one
         return _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+    if run.record.decision == "restored":  # by the link memo
+        return rc
     run.record.decision = "distributed"
     run.stats.add("links_distributed")
     return rc
@@ -91,15 +93,20 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
 def _distribute(run: jobrun.JobRun, real: list[str], args: list[str]) -> int:
     cwd = os.getcwd()
     command = cmdline.parse(args, cwd)
+    memo = linkmemo.prepare(run, real, args, command, cwd)
+    if memo is not None and memo.restore():
+        run.record.decision = "restored"
+        return 0
     workdir = run.cache.new_workdir()
     try:
-        return _link(run, real, command, workdir, cwd)
+        return _link(run, real, command, workdir, cwd, memo)
     finally:
         if not run.settings.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str) -> int:
+def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
+          memo: linkmemo.Memo | None) -> int:
     link_plan = plan.build(command, run.cache)
     run.record.modules = len(link_plan.modules)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
@@ -121,7 +128,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
     warnings = executor.warnings_text()
     t2 = time.time()
-    rc, out, err = finallink.run(finallink.argv(link_plan, result, real), result, workdir)
+    final = finallink.argv(link_plan, result, real) + (memo.final_link_args(workdir) if memo else [])
+    rc, out, err = finallink.run(final, result, workdir)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
@@ -131,4 +139,6 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     if rc != 0 and not run.settings.verbose:  # the link failed: what the backends said may tell why
         sys.stderr.write(warnings)
     sys.stderr.buffer.write(err)
+    if memo is not None and rc == 0:
+        memo.store(link_plan, workdir, out, err)
     return rc

@@ -20,7 +20,13 @@ from ltowrap import driverargs
 REPO = Path(__file__).resolve().parent.parent
 
 FAST = [["-c", "a.c"], ["-O2", "-S", "a.c", "-o", "a.s"], ["-E", "a.c"], ["-c", "-fno-lto", "a.c"]]
-SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.c", "-o", "prog"], ["--version"]]
+SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.c", "-flto=thin", "-o", "prog"],
+        ["-oprog", "a.c"]]
+# Links: with no -flto, no linker chosen and no input holding bitcode, sh runs them (Python would run them unchanged).
+LINKS_FAST = [["n.o", "-o", "prog"], ["n.o", "libn.a", "-o", "prog"], ["a.c", "-o", "prog"], ["--version"],
+              ["n.o", "-L.", "-lb", "-o", "prog"]]  # -l: Python's _has_bitcode does not look there either
+LINKS_SLOW = [["b.o", "-o", "prog"], ["n.o", "libb.a", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-o", "prog"],
+              ["n.o", "-flto=thin", "-o", "prog"], ["n.o", "--ld-path=/usr/bin/ld", "-o", "prog"]]
 
 
 @pytest.fixture
@@ -48,6 +54,36 @@ def test_plain_compiles_start_no_python(lone, tmp_path, args):
 @pytest.mark.parametrize("args", SLOW, ids=" ".join)
 def test_everything_else_goes_to_python(lone, tmp_path, args):
     d, env = lone
+    done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
+    assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+
+
+def _objects(d: Path, clang: str) -> None:
+    """n.o native, b.o bitcode, libn.a and libb.a archives of each."""
+    run([clang, "-c", "a.c", "-o", "n.o"], d)
+    run([clang, "-flto=thin", "-c", "a.c", "-o", "b.o"], d)
+    ar = str(Path(clang).parent / "llvm-ar")
+    run([ar, "rcs", "libn.a", "n.o"], d)
+    run([ar, "rcs", "libb.a", "b.o"], d)
+
+
+@pytest.mark.parametrize("args", LINKS_FAST, ids=" ".join)
+def test_links_without_bitcode_start_no_python(lone, tmp_path, tc22, args):
+    d, env = lone
+    write(tmp_path / "a.c", "int main(void) { return 0; }\n")
+    _objects(tmp_path, tc22.clang)
+    assert run([str(d / "ltowrap-clang"), *args], tmp_path, env=env).returncode == 0
+    # Python agrees: it would run the command unchanged (no lld route).
+    from ltowrap import config, entry
+
+    assert entry._lld_route([tc22.clang], args, config.load()) is None
+
+
+@pytest.mark.parametrize("args", LINKS_SLOW, ids=" ".join)
+def test_links_that_may_carry_bitcode_go_to_python(lone, tmp_path, tc22, args):
+    d, env = lone
+    write(tmp_path / "a.c", "int main(void) { return 0; }\n")
+    _objects(tmp_path, tc22.clang)
     done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
     assert done.returncode != 0 and "ltowrap-entry" in done.stderr
 

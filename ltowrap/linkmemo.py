@@ -1,0 +1,260 @@
+"""The link memo: a whole distributed link, restored from the cache when nothing it read changed.
+
+Keyed like ccache's direct mode, in two steps (both entries under l/, verified, counted
+toward max_size and evicted like every other entry):
+1. The fixed key (cachekey.link_memo_key), known before the link reads anything: the final
+   ld.lld argv, the working directory, the linker's and the compiler's identity, where
+   each `-l` resolved, the settings that change the output. Its entry lists up to
+   MAX_MANIFESTS manifests, newest first: each every file one past link read, with the
+   xxh3 of its contents.
+2. A manifest whose files all hash the same again (read again: mtimes are not trusted)
+   names the result entry (cachekey.link_result_key): the link's outputs and what it printed.
+
+The files a link read are lld's own list (`--dependency-file` of the final link: crt files,
+libraries found through -L, linker scripts and what they pull in, version scripts), the
+inputs and option files of the command line (the bitcode only the thin-link saw), the
+members of thin archives, and each module's compile-options record (they choose its
+backend's options). The thin-link reads nothing else: it runs the same command line with
+the modules in the store, and every file it reads by name the final link reads too.
+ltowrap's own files (the cache, the link's work directory) are left out: they are made
+from those.
+
+Only links whose every output is known are memoised: `-o` and `-Map` (of lldopts'
+`writes` rows); a link that writes anything else is distributed every time, counted
+(link_unmemoised), so no output is ever left stale. A file changed while the link ran
+makes it unmemoised too: its manifest could name contents the link never saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from . import archive, cachekey, fsutil, records, toolchain
+from .cache import LINKS, Cache
+from .cmdline import LinkCommand
+from .jobrun import JobRun
+from .magic import THIN_ARCHIVE, read_head
+from .plan import LinkPlan
+
+MAX_MANIFESTS = 8  # per fixed key: a few variants of one link (an edited file and back)
+MISSING = "missing"  # the digest of a file that was not there
+MODELLED_OUTPUTS = ("Map",)  # lldopts names of options whose file the memo stores beside -o
+DEPFILE = "final.d"
+
+
+# Options whose output is meant to differ from one link to the next: a restored copy would repeat it.
+NOT_REPEATABLE = ("--build-id=uuid", "-build-id=uuid")
+
+
+def outputs(command: LinkCommand) -> tuple[str, ...] | None:
+    """Every file the link writes, or None when it writes one the memo does not model (or
+    one that must not be the same twice: --build-id=uuid)."""
+    if any(t in NOT_REPEATABLE for a in command.args for t in a.tokens):
+        return None
+    files = [command.output]
+    for name, value in command.written:
+        if name not in MODELLED_OUTPUTS or not value:
+            return None
+        files.append(value)
+    if "-" in files or len(set(files)) != len(files):  # stdout, or one file written twice
+        return None
+    return tuple(files)
+
+
+def read_depfile(path: str) -> list[str] | None:
+    """The files lld's --dependency-file lists (make syntax, lld's escaping), or None if unreadable."""
+    try:
+        text = fsutil.read_bytes(path).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    rule = text.split("\n\n", 1)[0].rstrip("\n")
+    parts = rule.split(" \\\n ")
+    return [_unescape(p) for p in parts[1:]]
+
+
+def _unescape(name: str) -> str:
+    out = []
+    i = 0
+    while i < len(name):
+        c = name[i]
+        if c == "\\" and i + 1 < len(name) and name[i + 1] in " #":
+            c = name[i + 1]
+            i += 1
+        elif c == "$" and name[i + 1 : i + 2] == "$":
+            i += 1
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _digest(path: str) -> str:
+    try:
+        return cachekey.digest_bytes(fsutil.read_bytes(path))
+    except OSError:
+        return MISSING
+
+
+def _fs_now(directory: str) -> int:
+    """The filesystem's clock (ns): what a file changed from now on will have as its mtime, or more."""
+    fd, path = tempfile.mkstemp(prefix=f"clock-{os.getpid()}-", dir=directory)
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+@dataclass
+class Memo:
+    cache: Cache
+    key: str
+    command: LinkCommand
+    outputs: tuple[str, ...] | None  # None: the link writes a file the memo does not model
+    started_ns: int = 0
+
+    def restore(self) -> bool:
+        """Write the memoised outputs and replay what the link printed; False on a miss."""
+        if self.outputs is None:
+            return False
+        stats = self.cache.stats
+        digests: dict[str, str] = {}  # each file read once, however many manifests name it
+
+        def digest_of(path: str) -> str:
+            if path not in digests:
+                digests[path] = _digest(path)
+            return digests[path]
+
+        for files in self._manifests():
+            if all(digest_of(path) == digest for path, digest in files):
+                result = self.cache.get(LINKS, cachekey.link_result_key(self.key, files))
+                if result is not None and self._write(result.meta, result.payload):
+                    stats.add("link_hits")
+                    return True
+        self.started_ns = _fs_now(self.cache.tmp_dir())
+        return False
+
+    def final_link_args(self, workdir: str) -> list[str]:
+        """What the final link needs added for the memo: lld's list of the files it read.
+
+        Misses are counted here, by links that really get this far (not links with no bitcode).
+        """
+        if self.outputs is None:
+            self.cache.stats.add("link_unmemoised")
+            return []
+        self.cache.stats.add("link_misses")
+        return [f"--dependency-file={os.path.join(workdir, DEPFILE)}"]
+
+    def store(self, plan: LinkPlan, workdir: str, out: bytes, err: bytes) -> None:
+        """Memoise a successful link; every file it read must be unchanged since it started."""
+        if self.outputs is None:
+            return
+        files = self._read_files(plan, workdir)
+        if files is None:
+            self.cache.stats.add("link_unmemoised")
+            return
+        blobs = []
+        for path in self.outputs:
+            try:
+                blobs.append(fsutil.read_bytes(path))
+            except OSError:
+                self.cache.stats.add("link_unmemoised")
+                return
+        meta = {"outputs": [[p, len(b)] for p, b in zip(self.outputs, blobs)], "out": len(out), "err": len(err)}
+        if not self.cache.put(LINKS, cachekey.link_result_key(self.key, files), meta, b"".join(blobs) + out + err):
+            return
+        manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
+        old = self.cache.path(LINKS, self.key)
+        try:
+            replaced = os.path.getsize(old)
+        except OSError:
+            replaced = 0
+        if self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode()) and replaced:
+            self.cache.stats.add("bytes_removed", replaced)
+            self.cache.stats.add("files_removed")
+
+    def _manifests(self, count: bool = True) -> list[list[tuple[str, str]]]:
+        entry = self.cache.get(LINKS, self.key)
+        if entry is None:
+            return []
+        try:
+            manifests = [[(str(p), str(d)) for p, d in m] for m in json.loads(entry.payload)]
+        except (ValueError, TypeError):
+            if count:
+                self.cache.stats.add("bad_entries")
+            return []
+        return manifests
+
+    def _read_files(self, plan: LinkPlan, workdir: str) -> list[tuple[str, str]] | None:
+        """Every file the link read, with its digest; None if lld's list is missing or a file
+        changed after the link started."""
+        listed = read_depfile(os.path.join(workdir, DEPFILE))
+        if listed is None:
+            return None
+        ours = tuple(os.path.abspath(d) + os.sep for d in (self.cache.root, workdir))
+        names = {p for p in listed if not os.path.abspath(p).startswith(ours)}
+        cmd = self.command
+        names.update(a.input for a in cmd.inputs() if a.input is not None)
+        names.update(cmd.read_files)
+        if cmd.lto.sample_profile:
+            names.add(cmd.lto.sample_profile)
+        for path in list(names):
+            if read_head(path).startswith(THIN_ARCHIVE):
+                names.update(m.path for m in archive.read_members(path) if m.path)
+        files = []
+        for path in sorted(names):
+            try:
+                st = os.stat(path)
+            except OSError:
+                files.append((path, MISSING))
+                continue
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
+                return None
+            files.append((path, _digest(path)))
+        # Option records are touched on every use (records.load), so their times say nothing;
+        # a compile replaces one whole (atomic rename), and its contents are what counts.
+        kept = {records.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
+        return files + sorted((path, _digest(path)) for path in kept)
+
+    def _write(self, meta: dict, payload: bytes) -> bool:
+        """Write the outputs as lld would (a new file, renamed into place, mode 0777 or for -r and
+        the map 0666, less the umask); False if the entry does not fit this link."""
+        try:
+            sizes = [(str(p), int(n)) for p, n in meta["outputs"]]
+            n_out, n_err = int(meta["out"]), int(meta["err"])
+        except (KeyError, ValueError, TypeError):
+            sizes, n_out, n_err = [], -1, -1
+        if tuple(p for p, _ in sizes) != self.outputs or sum(n for _, n in sizes) + n_out + n_err != len(payload):
+            self.cache.stats.add("bad_entries")
+            return False
+        pos = 0
+        try:
+            for i, (path, n) in enumerate(sizes):
+                mode = 0o777 if i == 0 and not self.command.relocatable else 0o666
+                fsutil.atomic_write(path, payload[pos : pos + n], mode, create_dirs=False)
+                pos += n
+        except OSError:  # the real link will meet the same problem and say so
+            return False
+        sys.stdout.buffer.write(payload[pos : pos + n_out])
+        sys.stdout.buffer.flush()
+        sys.stderr.buffer.write(payload[pos + n_out :])
+        sys.stderr.buffer.flush()
+        return True
+
+
+def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand, cwd: str) -> Memo | None:
+    """The memo of this link (with no outputs when it writes a file the memo does not model), or None when off."""
+    if not run.settings.memo:
+        return None
+    outs = outputs(command)
+    if outs is None:
+        return Memo(run.cache, "", command, None)
+    clang = toolchain.backend_clang(real[0], run.settings.clang)
+    key = cachekey.link_memo_key(
+        cachekey.linker_identity(real[0]), run.compiler_identity(clang), cwd, real + args,
+        [a.input or "" for a in command.args],
+        [("backend_opts", run.settings.backend_opts), ("clang", clang)])
+    return Memo(run.cache, key, command, outs)
