@@ -237,8 +237,9 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
 def test_one_file_edit_recompiles_only_what_depends_on_it(lua_src: Path, tmp_path: Path) -> None:
     """lstrlib.c edited (nothing imports from it): lua recompiles that one module, luac nothing.
 
-    Module paths that changed with an edit used to renumber the values in unrelated
-    shards (lld's hash order of paths) and miss 1 to 20 of them; views keep paths fixed.
+    Module paths that changed with an edit renumber the values in unrelated shards (lld's
+    hash order of paths); the keys take the shards' canonical text (shardkey.py), which
+    does not depend on the numbering.
     """
     tc = wrapper_toolchain(tmp_path, 22)
     make(lua_src, tc, tmp_path / "first.log")

@@ -91,6 +91,10 @@ def read_facts(module: Module, flags: bool) -> ModuleFacts | None:
         return None
 
 
+# What stands for the module, shard and output paths in an argv that goes into a key.
+PLACEHOLDERS = ("<module>", "<shard>", "<output>")
+
+
 @dataclass(frozen=True)
 class Job:
     """One backend compile: a module, its index shard, the modules it imports, its output."""
@@ -100,7 +104,7 @@ class Job:
     shard_path: str
     imports: tuple[str, ...]
     output: str  # native object to write
-    shard_identity: str | None = None  # bitcode.shard_identity, when already known
+    shard_identity: str | None = None  # cachekey.shard_identity, when already known
 
 
 @dataclass(frozen=True)

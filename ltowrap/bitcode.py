@@ -4,9 +4,8 @@ An index shard (`M.o.thinlto.bc`) records, in its MODULE_STRTAB block, the path 
 module the backend compile will read, and lld writes whatever paths it was given:
 ltowrap's store paths, or lld's own temporary names for archive members under DTLTO
 (`libb.a(b.o at 80).2.5CF1.o`, different for every link). The native object depends on the
-modules' contents, not on their paths. The fingerprint is the shard with each module
-path replaced by the digest of that module's bytes; every other block is taken as its
-raw, 32-bit aligned words.
+modules' contents, not on their paths. The reader below is shared with shardkey.py, which
+turns a shard into its canonical text for the cache key.
 
 A remote backend compile runs in another directory, where the shard's absolute store paths
 do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths.
@@ -53,6 +52,13 @@ class _Reader:
         return window & ((1 << n) - 1)
 
     def vbr(self, n: int) -> int:
+        # Most values fit in one chunk: read it from one window (the hot path of shardkey).
+        pos = self.pos
+        chunk = (int.from_bytes(self.data[pos >> 3 : (pos >> 3) + 2], "little") >> (pos & 7)) & ((1 << n) - 1) \
+            if n <= 9 else -1
+        if 0 <= chunk < 1 << (n - 1) and pos + n <= self.end:
+            self.pos = pos + n
+            return chunk
         value = shift = 0
         hi = 1 << (n - 1)
         while True:
@@ -86,12 +92,12 @@ def _define_abbrev(r: _Reader) -> Abbrev:
 
 
 def _scalar(r: _Reader, kind: str, value: int) -> int:
-    if kind == "lit":
-        return value
-    if kind == "fixed":
-        return r.fixed(value)
     if kind == "vbr":
         return r.vbr(value)
+    if kind == "fixed":
+        return r.fixed(value)
+    if kind == "lit":
+        return value
     if kind == "char6":
         return ord(CHAR6[r.fixed(6)])
     raise BadBitcode(f"{kind} is not a scalar")
@@ -215,38 +221,6 @@ def _is_entry(values: list[int]) -> bool:
 
 # Blocks that may hold MODULE_STRTAB, or abbreviations for it.
 _PATH_BLOCKS = (MODULE_BLOCK, MODULE_STRTAB, BLOCKINFO)
-
-
-@dataclass
-class _Fingerprint(_Visitor):
-    digest_of: Callable[[str], str]
-    stream: bytes
-    out: list[bytes] = field(default_factory=list)
-
-    def enter(self, block: _Block) -> bool:
-        if block.bid in _PATH_BLOCKS:
-            self.out.append(f"<{block.bid}>".encode())
-            return True
-        words = (block.end - block.start) // 32  # no paths inside: its words, as they are
-        self.out.append(f"<{block.bid}:{words}>".encode() + self.stream[block.start // 8 : block.end // 8])
-        return False
-
-    def leave(self, block: _Block) -> None:
-        self.out.append(f"</{block.bid}>".encode())
-
-    def record(self, block: _Block | None, values: list[int]) -> None:
-        if block is not None and block.bid == MODULE_STRTAB and _is_entry(values):
-            self.out.append(f"entry {values[1]} {self.digest_of(_module_path(values))};".encode())
-        else:
-            self.out.append(("rec " + " ".join(map(str, values)) + ";").encode())
-
-
-def fingerprint(shard: bytes, digest_of: Callable[[str], str]) -> bytes:
-    """The shard's contents with module paths replaced by digest_of(path); BadBitcode if unreadable."""
-    stream = _stream(shard)
-    visitor = _Fingerprint(digest_of, stream)
-    _read_stream(stream, visitor)
-    return b"".join(visitor.out)
 
 
 @dataclass

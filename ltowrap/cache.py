@@ -2,10 +2,7 @@
 
 Layout under the cache directory (created 0700, files 0600):
     m/<pos>-<digest>.o  bitcode modules and archive members, named by link position and the xxh3-128 of their
-                        bytes
-    v/<link>/<pos>.o    where links see their modules when /tmp/.ltowrap-views is not ours
-                        (see view()): symlinks into m/, by position, under a directory
-                        named for the link's output file name
+                        bytes: the thin-link sees its modules under these paths
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
     t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
     l/xx/<key>          link memo: manifests }
@@ -26,10 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import xxhash
@@ -44,9 +38,6 @@ KINDS = ("o", "t", "m", "r", "c", "l", "d")
 # tiny, written by compiles, and losing one would change how its module is compiled.
 SIZED_KINDS = ("o", "t", "m", "c", "l", "d")
 MODULES = "m"
-VIEWS = "v"
-# Where links see their modules (Cache.view): one path for every machine and cache.
-SHARED_VIEWS = "/tmp/.ltowrap-views"
 OBJECTS = "o"
 THINLINKS = "t"
 TOOLCHAINS = "c"
@@ -79,21 +70,6 @@ def decode(blob: bytes) -> Entry | None:
     except ValueError:
         return None
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
-
-
-def _private_dir(path: str) -> bool:
-    """Is `path` a directory of ours that no one else may write (created 0700 if missing)?"""
-    try:
-        os.mkdir(path, fsutil.DIR_MODE)
-    except FileExistsError:
-        pass
-    except OSError:
-        return False
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _owner_pid(name: str) -> int | None:
@@ -182,57 +158,6 @@ class Cache:
 
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
         return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
-
-    @contextmanager
-    def view(self, link: str, fallback: str, shared: str = SHARED_VIEWS) -> Iterator[str]:
-        """The directory whose names this link's thin-link sees its modules under, held for the link.
-
-        lld numbers the values in every index shard in an order that follows its hash
-        tables of module paths: change any module's path (a content-named file after an
-        edit, another cache directory on another machine) and the numbering in the
-        shards of modules that never import it changes too, and with it their backend
-        keys and remote actions. A view names modules by position only, in a directory
-        named for the link's output, under one path that is the same on every machine
-        (`shared`, in /tmp, private to its owner), so those shards come out byte for byte
-        the same. When `shared` is another user's or not a plain directory, the view
-        lives in the cache (stable on this machine); when a concurrent link of an output
-        of the same name holds it, in `fallback` (its own work directory). Either way the
-        link is correct, only with fewer hits.
-        """
-        with ExitStack() as held:
-            for base in (shared if _private_dir(shared) else None, os.path.join(self.root, VIEWS)):
-                if base is None:
-                    continue
-                d = os.path.join(base, link)
-                try:  # only the setup: an error in the link's own body must reach its caller
-                    fsutil.make_dirs(d)
-                    got = held.enter_context(fsutil.locked(os.path.join(d, ".lock"), blocking=False))
-                except OSError:  # not a directory, a planted symlink, a full disk: try the next
-                    continue
-                if got:
-                    yield d
-                    return
-                break  # busy: another link of the same name, on this machine
-            fsutil.make_dirs(fallback)
-            yield fallback
-
-    @staticmethod
-    def view_module(view: str, position: int, stored: str) -> str:
-        """Name the stored module `<position>.o` in the view (a symlink); returns that path."""
-        path = os.path.join(view, f"{position:06d}.o")
-        try:
-            if os.readlink(path) == stored:
-                return path
-        except OSError:
-            pass
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        os.symlink(stored, tmp)
-        os.replace(tmp, path)
-        return path
 
     def store_module(self, name: str, data: bytes, suffix: str = ".o") -> str:
         """The store path of a module's bytes, written (atomically) unless already there.
@@ -333,5 +258,5 @@ class Cache:
 
     def clear(self) -> None:
         with fsutil.locked(os.path.join(self.root, "cleanup.lock")):
-            for kind in (*KINDS, VIEWS):
+            for kind in (*KINDS, "v"):  # v/: the views of ltowrap-cache-7, gone since
                 fsutil.remove_tree(os.path.join(self.root, kind))

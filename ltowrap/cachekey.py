@@ -4,12 +4,13 @@ In a cache, an ingredient forgotten in one recipe is a wrong hit, so every key i
 here and nowhere else:
 - backend_key: one backend compile (the objects in o/);
 - thinlink_key: one thin-link (its shards, in t/);
-- shard_identity: what a backend key takes of an index shard;
+- shard_identity: what a backend key takes of an index shard (its canonical text, shardkey.py);
 - link_memo_key / link_result_key: a whole link (the link memo, linkmemo.py);
 - driver_line_key: the clang driver's link line (driverline.py);
 - compiler_identity / linker_identity: which tools produced an entry;
-- remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
-  Action itself from the same backend argv and shard).
+- remote_platform: what pins the toolchain in a remote Action;
+- remote_key: what the remote identity Action names (remote/action.py builds it), the
+  backend key's fields less the machine's own.
 (A module's option record is found by records.record_key, which the sh entry computes too.)
 
 Every field goes in behind its own tag and length, so fields cannot run together. With
@@ -29,7 +30,7 @@ from .cache import TOOLCHAINS, Cache
 from .fsutil import read_bytes
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-7"
+FORMAT_VERSION = "ltowrap-cache-8"
 
 
 def digest_bytes(data: bytes) -> str:
@@ -123,16 +124,25 @@ def remote_platform(identity: str, os_family: str) -> dict[str, str]:
 # --- the recipes -----------------------------------------------------------------------------------
 
 
-def shard_identity(shard: bytes, digest_of: Callable[[str], str]) -> str:
-    """What the backend key takes of an index shard: its fingerprint's digest (bitcode.fingerprint,
-    the shard with module paths replaced by content digests), or its raw bytes' digest (path
-    and all) when it cannot be read."""
-    from . import bitcode  # for backend keys only: the link memo's and driver line's paths skip it
+def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str | None:
+    """The shard's canonical text (shardkey.canonical: value ids as GUIDs, module paths as
+    the digests of the modules' bytes, in path order; `module` is the compile's own), or
+    None when the shard or a module it names cannot be read."""
+    from . import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
     try:
-        return "fingerprint:" + digest_bytes(bitcode.fingerprint(shard, digest_of))
+        return shardkey.canonical(shard, digest_of, module)
     except (bitcode.BadBitcode, OSError):
+        return None
+
+
+def shard_identity(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str:
+    """What the backend key takes of an index shard: the digest of its canonical text
+    (shard_canonical), or of its raw bytes (paths, numbering and all) when it cannot be read."""
+    text = shard_canonical(shard, digest_of, module)
+    if text is None:
         return "raw:" + digest_bytes(shard)
+    return "shardkey:" + digest_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, reads: Iterable[str],
@@ -142,9 +152,10 @@ def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, 
     - the compiler: its --version text and the identity of its files (compiler_identity);
     - the backend argv with the module, shard and output paths as placeholders (this includes
       the module's recorded compile options);
-    - the module's bytes (by digest) and the shard (shard_identity): the same for a clean
-      rebuild, another directory, another cache, or lld's own temporary names under DTLTO;
-      it names, by content, every module the compile imports;
+    - the module's bytes (by digest) and the shard (shard_identity): what it means, not how
+      lld spelled it, so the same for a clean rebuild, another directory, another cache,
+      inputs in another order or under other names, or lld's own temporary names under
+      DTLTO; it names, by content, every module the compile imports;
     - the contents of any other file the compile reads (the sample profile).
     """
     h = Hasher(debug)
@@ -155,6 +166,20 @@ def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, 
     for path in reads:
         h.field("reads", digest_bytes(read_bytes(path)))
     return h.hexdigest(), h.dump
+
+
+def remote_key(platform: dict[str, str], argv: list[str], module_digest: str, shard: str) -> str:
+    """The key every machine shares for one backend compile (the remote identity Action,
+    remote/action.py): backend_key's fields less the machine's own. The toolchain is
+    named by the platform properties (remote_platform: its `clang --version`), not by
+    the stat identity of its files; a compile that reads other files does not go remote.
+    """
+    h = Hasher()
+    h.field("platform", "\0".join(f"{k}={v}" for k, v in sorted(platform.items())))
+    h.field("argv", "\0".join(argv[1:]))
+    h.field("module", module_digest)
+    h.field("shard", shard)
+    return h.hexdigest()
 
 
 def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple[str, str]],

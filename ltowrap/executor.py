@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import backend, cachekey, fsutil, log, proc, records
-from .backend import Job
+from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
 from .locks import POLL
@@ -31,8 +31,6 @@ from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
     from .remote.session import Session
-
-PLACEHOLDERS = ("<module>", "<shard>", "<output>")
 
 
 class BackendCommand:
@@ -124,9 +122,14 @@ class Executor:
         return self.res.remote
 
     def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
-        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of)
-        return cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
-                                    self.res.debug)
+        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
+        key, dump = cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
+                                         self.res.debug)
+        if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
+            text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
+            dump.append("shard text (shardkey.py):\n" + text if text is not None
+                        else "shard text: unreadable, its raw bytes went in")
+        return key, dump
 
     def fill(self, record: log.Record) -> None:
         """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""

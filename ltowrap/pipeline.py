@@ -16,6 +16,7 @@ import sys
 import time
 
 from . import cachekey, cmdline, config, fsutil, jobrun, linkmemo, log, proc, toolchain
+from .cache import MODULES
 from .errors import Reason, ToolFailed, Unsupported
 
 # errno values that mean "this cache cannot be written", as opposed to a problem with an input.
@@ -96,26 +97,24 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str]) -> int:
         return 0
     workdir = run.cache.new_workdir()
     try:
-        # The view is named for the output's file name only, so another checkout of the same
-        # project (or a clean rebuild) sees its modules under the very same paths.
-        link = cachekey.digest_bytes(os.path.basename(command.output).encode())
-        with run.cache.view(link, os.path.join(workdir, "view")) as view:
-            return _link(run, real, command, workdir, view, cwd, memo)
+        return _link(run, real, command, workdir, cwd, memo)
     finally:
         if not run.settings.keep:
             fsutil.remove_tree(workdir)
 
 
-def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, view: str, cwd: str,
+def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
           memo: linkmemo.Memo | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
     from . import finallink, plan, thinlink
     from .backend import LinkBackend
 
-    link_plan = plan.build(command, run.cache, view)
+    link_plan = plan.build(command, run.cache)
     run.record.modules = len(link_plan.modules)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
-    store_prefix = view + "/"
+    # The thin-link sees every module under its store path: the backend keys take the shards'
+    # canonical text (shardkey.py), which does not depend on those paths.
+    store_prefix = os.path.join(run.cache.root, MODULES) + "/"
     thin_key = cachekey.thinlink_key(cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: m.path),
                                      [(m.path, m.digest) for m in link_plan.modules],
                                      [*link_plan.other_inputs, *command.read_files])

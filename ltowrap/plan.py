@@ -2,11 +2,9 @@
 
 Every bitcode module, whether a file on the command line or a member of an archive, is
 copied into the cache's module store as `<position in the link>-<digest of its bytes>.o`,
-and the thin-link sees it through the link's view (Cache.view) as `<view>/<position>.o`:
-- names by position keep the order lld numbers modules in (sorted paths) and its hash
-  order of paths (the numbering of values inside each index shard) the same from one
-  link to the next, whatever changed in the modules: an edit changes only the shards
-  that really depend on the edited module;
+and the thin-link sees it under that path:
+- the position first keeps the sorted order of the paths (the order a backend imports
+  modules in, which the shard keys keep: shardkey.py) the order of the link line;
 - the store keeps the bytes, verified, once per content. Two identical inputs get two
   positions, so two module IDs.
 With --fat-lto-objects, an ELF object (or archive member) that carries a `.llvm.lto`
@@ -99,15 +97,15 @@ class LinkPlan:
         return out
 
 
-def build(command: LinkCommand, cache: Cache, view: str) -> LinkPlan:
-    """The plan; each bitcode module is stored in the cache and named in `view` (Cache.view)."""
+def build(command: LinkCommand, cache: Cache) -> LinkPlan:
+    """The plan; each bitcode module is stored in the cache's module store, under its position."""
     pieces: list[Piece] = []
     modules: list[Module] = []
     others: list[str] = []
 
     def module(data: bytes, origin: str, container: bytes | None = None) -> Module:
         stored = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, cache.view_module(view, len(modules), stored), origin, container)
+        m = Module.of(data, stored, origin, container)
         modules.append(m)
         return m
 

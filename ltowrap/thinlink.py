@@ -84,7 +84,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
             full.add(module.path)
             continue
-        identity = shard_identity(shard, digest_of)
+        identity = shard_identity(shard, digest_of, module.path)
         jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
         record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
     # Regular-LTO modules are not in the object list: their shard is an empty file, and

@@ -324,29 +324,3 @@ def test_trim_removes_work_directories_of_killed_links(project, tmp_path):
         (d / "idx").mkdir(parents=True)
     run([wrapper("ltowrap"), "cache", "trim"], project)
     assert not dead.exists() and alive.exists()
-
-
-def test_view_falls_back_when_the_shared_place_is_not_ours_or_busy(tmp_path):
-    """Cache.view: the shared directory if it is a private directory of ours, else the cache's
-    own views, and the link's work directory while another link holds the view."""
-    from ltowrap.cache import Cache
-    from ltowrap.stats import Stats
-
-    cache = Cache(str(tmp_path / "cache"), Stats())
-    shared = tmp_path / "shared"
-    with cache.view("prog", str(tmp_path / "work1"), str(shared)) as first:
-        assert first == str(shared / "prog") and (shared.stat().st_mode & 0o777) == 0o700
-        with cache.view("prog", str(tmp_path / "work2"), str(shared)) as second:
-            assert second == str(tmp_path / "work2")  # busy: no waiting, no sharing
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    planted = tmp_path / "planted"
-    planted.symlink_to(outside)
-    with cache.view("prog", str(tmp_path / "work3"), str(planted)) as view:
-        assert view == str(tmp_path / "cache" / "v" / "prog")
-    open_to_all = tmp_path / "open"
-    open_to_all.mkdir(mode=0o777)
-    open_to_all.chmod(0o777)
-    with cache.view("prog", str(tmp_path / "work4"), str(open_to_all)) as view:
-        assert view == str(tmp_path / "cache" / "v" / "prog")
-    assert list(outside.iterdir()) == [] and list(open_to_all.iterdir()) == []

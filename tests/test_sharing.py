@@ -273,7 +273,7 @@ def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, f
     objs = make_program(project, "p", 3)
     compile_all(project, tc22.clang)
     env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0"}  # the relink must reach its thin-link
-    out = f"prog-{os.getpid()}-{first}"  # its view (/tmp/.ltowrap-views, by output name) is this test's alone
+    out = f"prog-{os.getpid()}-{first}"
     link = [wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", out, *objs]
     run(link, project, env=env)
     expected = run([f"./{out}"], project).stdout

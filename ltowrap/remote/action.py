@@ -1,15 +1,21 @@
-"""A backend job -> a REAPI Action whose input root reproduces the paths its index shard records.
+"""A backend job -> two REAPI Actions: the one that runs, and the identity it is cached under.
 
-The input root is the same on every machine, whatever its cache directory or lld's
-temporary names: each module the shard names is laid out as `m/<xxh3 of its bytes>.o`,
-the shard itself is rewritten to record those paths (bitcode.relocate), and the compile
-reads `index.thinlto.bc` and writes `out.o`. The action digest is then a function of the
-contents, the compiler and its options only, so it serves as the cache key shared by
-every machine.
+The one that runs has an input root that reproduces the paths its index shard records,
+whatever the machine's cache directory or lld's temporary names: each module the shard
+names is laid out as `m/<rank>-<xxh3 of its bytes>.o` (rank: its place in the sorted
+order of the shard's module paths, the order the backend imports modules in), the shard
+itself is rewritten to record those paths (bitcode.relocate), and the compile reads
+`index.thinlto.bc` and writes `out.o`.
 
     input root/
         index.thinlto.bc      the job's shard, relocated
-        m/<digest>.o          the module, and every module it imports
+        m/<rank>-<digest>.o   the module, and every module it imports
+
+That shard still holds lld's value numbering, which follows the paths each machine's
+thin-link saw, so its digest is not shared by machines. The action cache is asked and
+filled under the identity Action instead: a Command that only names the key
+(cachekey.remote_key: the shard's canonical text, the module, the options, the
+toolchain), with an empty input root. It is never executed.
 """
 
 from __future__ import annotations
@@ -28,15 +34,19 @@ OUTPUT = "out.o"
 MODULES = "m"
 
 
+IDENTITY_TOOL = "ltowrap-backend-key"
+
+
 @dataclass(frozen=True)
 class BackendAction:
-    key: Key  # of the Action message: the remote cache key
+    key: Key  # of the Action message that runs the compile (execute mode)
     blobs: dict[Key, bytes]  # every blob it needs: Action, Command, directories, inputs
-    small: tuple[Key, ...]  # Action, Command and directories: what a cache entry should carry
+    identity: Key  # of the identity Action: the remote cache key every machine shares
+    small: tuple[Key, ...]  # the identity's Action, Command and directory: what a cache entry carries
 
     @property
     def name(self) -> str:
-        return f"{self.key[0]}/{self.key[1]}"
+        return f"{self.identity[0]}/{self.identity[1]}"
 
 
 @dataclass
@@ -58,19 +68,37 @@ def _serialized(message) -> tuple[Key, bytes]:
     return key_of(data), data
 
 
+def _platform(platform: dict[str, str]) -> protos.Platform:
+    properties = protos.Platform()
+    for name, value in sorted(platform.items()):
+        properties.properties.add(name=name, value=value)
+    return properties
+
+
+def _identity(identity: str, platform: dict[str, str]) -> tuple[Key, dict[Key, bytes]]:
+    """The identity Action of the key `identity` (cachekey.remote_key) and its blobs."""
+    root_key, root_data = _serialized(protos.Directory())
+    command = protos.Command(arguments=[IDENTITY_TOOL, identity], output_files=[OUTPUT], platform=_platform(platform))
+    command_key, command_data = _serialized(command)
+    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key),
+                           platform=_platform(platform))
+    action_key, action_data = _serialized(action)
+    return action_key, {root_key: root_data, command_key: command_data, action_key: action_data}
+
+
 def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: Callable[[str], str], files: Files,
-          platform: dict[str, str], timeout_seconds: int) -> BackendAction:
-    """The action for `job`; argv_for(module, shard, output) spells its compile command."""
+          platform: dict[str, str], timeout_seconds: int, identity: str) -> BackendAction:
+    """The actions for `job`; argv_for(module, shard, output) spells its compile command,
+    `identity` (cachekey.remote_key) is what it is cached under."""
     names: dict[str, str] = {}  # module path in the shard -> path in the input root
+    ranks = {p: r for r, p in enumerate(sorted(set(bitcode.module_paths(job.shard)),
+                                               key=lambda p: p.encode("utf-8", "surrogateescape")))}
 
     def rename(path: str) -> str:
         if path not in names:
-            name = f"{MODULES}/{digest_of(path)}.o"
-            n = 1
-            while name in names.values():  # two paths, same bytes: two names, two module IDs
-                n += 1
-                name = f"{MODULES}/{digest_of(path)}-{n}.o"
-            names[path] = name
+            # The rank first: the relocated paths sort as the shard's own did.
+            rank = ranks.get(path, len(ranks) + len(names))
+            names[path] = f"{MODULES}/{rank:06d}-{digest_of(path)}.o"
         return names[path]
 
     shard = bitcode.relocate(job.shard, rename)
@@ -90,15 +118,14 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     root.directories.add(name=MODULES, digest=digest(modules_key))
     root_key, root_data = _serialized(root)
 
-    properties = protos.Platform()
-    for name, value in sorted(platform.items()):
-        properties.properties.add(name=name, value=value)
+    properties = _platform(platform)
     command = protos.Command(arguments=argv_for(names[job.module.path], SHARD, OUTPUT), output_files=[OUTPUT],
                              platform=properties)
     command_key, command_data = _serialized(command)
     action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties)
     action.timeout.seconds = timeout_seconds
     action_key, action_data = _serialized(action)
-    small = {modules_key: modules_data, root_key: root_data, command_key: command_data, action_key: action_data}
+    blobs.update({modules_key: modules_data, root_key: root_data, command_key: command_data, action_key: action_data})
+    identity_key, small = _identity(identity, platform)
     blobs.update(small)
-    return BackendAction(action_key, blobs, tuple(small))
+    return BackendAction(action_key, blobs, identity_key, tuple(small))

@@ -20,8 +20,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import backend, bitcode
-from ..backend import Job
+from .. import backend, bitcode, cachekey
+from ..backend import PLACEHOLDERS, Job
 from ..fsutil import read_bytes
 from ..stats import Stats
 from . import action, protos
@@ -110,7 +110,7 @@ class Session:
                 continue
             try:
                 a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform,
-                                 int(self.client.endpoint.exec_timeout))
+                                 int(self.client.endpoint.exec_timeout), self._identity(w))
             except (bitcode.BadBitcode, OSError) as e:
                 replies[i].error = f"cannot build the action: {e}"
                 continue
@@ -146,6 +146,12 @@ class Session:
                 self.stats.add("remote_hits")
         return replies
 
+    def _identity(self, w: Work) -> str:
+        """cachekey.remote_key of a job: what every machine's identity Action for it names."""
+        job = w.job
+        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
+        return cachekey.remote_key(self.platform, w.argv_for(*PLACEHOLDERS), job.module.digest, shard)
+
     def _ask(self, request: Callable[[action.BackendAction], tuple[Served | None, str]],
              actions: list[tuple[int, action.BackendAction]]) -> list[tuple[int, tuple[Served | None, str]]]:
         """request(action) for each, remote_jobs at a time."""
@@ -163,7 +169,7 @@ class Session:
         if self.down:
             return None, self.down
         try:
-            result = self.client.get_action_result(a.key)
+            result = self.client.get_action_result(a.identity)
             if result is None:
                 return None, ""
             return self._output(result, executed=False)
@@ -176,7 +182,11 @@ class Session:
             return None, self.down
         try:
             response = self.client.execute(a.key)
-            return self._output(response.result, executed=not response.cached_result)
+            served, why = self._output(response.result, executed=not response.cached_result)
+            if served is not None:  # shared under the identity every machine asks for
+                self.client.upload({k: a.blobs[k] for k in a.small})
+                self.client.update_action_result(a.identity, response.result)
+            return served, why
         except RemoteError as e:
             self._give_up(e)
             return None, str(e)
@@ -212,7 +222,7 @@ class Session:
             self.client.upload({out: obj, **{k: a.blobs[k] for k in a.small}})
             result = protos.ActionResult(exit_code=0)
             result.output_files.add(path=action.OUTPUT, digest=digest(out))
-            self.client.update_action_result(a.key, result)
+            self.client.update_action_result(a.identity, result)
             return True
         except RemoteError as e:
             self._give_up(e)

@@ -1,0 +1,209 @@
+"""shardkey: the canonical text of real index shards from clang/lld 22 and 14.
+
+Shards that mean the same backend compile (inputs in another order, renamed, moved, in an
+archive of another name) get the same text although their bytes differ; a shard that
+means another compile (other imports, other summary flags) gets another; what the reader
+does not know goes in raw.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from conftest import run, write
+
+from ltowrap import cachekey, shardkey
+
+SRC = {
+    "a.c": "int g = 3;\nint b(int);\nstatic int helper(int x) { return x * g + 1; }\n"
+           "int a(int x) { return b(x) + helper(x); }\nint main(int c, char **v) { return a(c); }\n",
+    "b.c": "extern int g;\nint c(int);\nint b(int x) { return c(x) + g; }\n",
+    "c.c": "int c(int x) { return x * 7; }\nint c_alias(int) __attribute__((alias(\"c\")));\n"
+           "const char *name(void) { return \"c\"; }\n",
+    "d.c": "int c_alias(int);\nint d(int x) { return c_alias(x) - 1; }\n",
+}
+MEMBER = re.compile(r"^(.*)\((.*) at \d+\)")  # lld: lib.a(m.o at N), DTLTO: lib.a(m.o at N).T.PID.o
+
+
+def compile_sources(tc, where: Path) -> None:
+    for name, text in SRC.items():
+        write(where / name, text)
+        run([tc.clang, "-O2", "-flto=thin", "-c", name, "-o", name[:-2] + ".o"], where)
+
+
+def shards(tc, cwd: Path, inputs: list[str], *extra: str) -> dict[str, bytes]:
+    """Each module's shard, by the name lld gives the module (`lib.a(m.o at N)` for members)."""
+    run([tc.lld, "--thinlto-index-only", *inputs, "-o", "out", "-e", "main", *extra], cwd)
+    return {str(p.relative_to(cwd))[: -len(".thinlto.bc")]: p.read_bytes() for p in cwd.rglob("*.thinlto.bc")}
+
+
+def canonical(cwd: Path, shard: bytes, module: str) -> str:
+    """The text with module paths named as lld named them (archive members by their own bytes)."""
+
+    def digest_of(path: str) -> str:
+        m = MEMBER.match(path)
+        if m:  # the test's archives hold the same-named objects beside them
+            return cachekey.digest_bytes((cwd / m.group(2)).read_bytes())
+        return cachekey.digest_bytes((cwd / path).read_bytes())
+
+    return shardkey.canonical(shard, digest_of, module)
+
+
+def by_source(found: dict[str, bytes], cwd: Path) -> dict[str, str]:
+    """source letter -> canonical text, whatever name lld gave its module."""
+    out = {}
+    for name, shard in found.items():
+        letter = (MEMBER.match(name).group(2) if MEMBER.match(name) else Path(name).name)[0]
+        out[letter] = canonical(cwd, shard, name)
+    return out
+
+
+def test_same_meaning_same_text_whatever_the_order_names_and_archives(tc, tmp_path):
+    base = tmp_path / "base"
+    compile_sources(tc, base)
+    first = shards(tc, base, ["a.o", "b.o", "c.o", "d.o"])
+    want = by_source(first, base)
+    assert "summaries v" + ("12" if tc.version == 22 else "9") in want["a"]
+    assert "summaries raw" not in want["a"] and "@" in want["a"]
+
+    # The same inputs in another order on the command line.
+    for p in base.glob("*.thinlto.bc"):
+        p.unlink()
+    assert by_source(shards(tc, base, ["d.o", "b.o", "a.o", "c.o"]), base) == want
+
+    # Renamed and moved (names in the same sorted order), elsewhere.
+    moved = tmp_path / "elsewhere" / "deep"
+    moved.mkdir(parents=True)
+    for n, new in zip("abcd", ["m1", "m2", "m3", "m4"]):
+        shutil.copy(base / f"{n}.o", moved / f"{new}.o")
+    found = shards(tc, moved.parent, [f"deep/m{i}.o" for i in range(1, 5)])
+    assert all(first[f"{n}.o"] != found[f"deep/m{i}.o"] for i, n in enumerate("abcd", 1))  # other bytes
+    renamed = {n: canonical(moved.parent, found[f"deep/m{i}.o"], f"deep/m{i}.o") for i, n in enumerate("abcd", 1)}
+    assert renamed == want
+
+    # b, c and d in archives, under two names.
+    texts, raw = [], []
+    for lib in ("libx.a", "liby.a"):
+        where = tmp_path / lib
+        where.mkdir()
+        for n in "abcd":
+            shutil.copy(base / f"{n}.o", where / f"{n}.o")
+        run([tc.ar, "rcs", lib, "b.o", "c.o", "d.o"], where)
+        found = shards(tc, where, ["a.o", lib])
+        raw.append(found["a.o"])
+        texts.append(by_source(found, where))
+    assert raw[0] != raw[1] and texts[0] == texts[1]
+
+
+def test_another_import_or_flag_gives_another_text(tc, tmp_path):
+    compile_sources(tc, tmp_path)
+    inputs = ["a.o", "b.o", "c.o", "d.o"]
+    plain = by_source(shards(tc, tmp_path, inputs), tmp_path)
+    no_imports = by_source(shards(tc, tmp_path, inputs, "-mllvm", "-import-instr-limit=0"), tmp_path)
+    assert no_imports["a"] != plain["a"]  # a no longer imports b
+    kept = by_source(shards(tc, tmp_path, inputs, "--undefined=name"), tmp_path)
+    assert kept["c"] != plain["c"]  # name() is live now: another summary flag
+
+    # Another module's bytes behind the same path: another text.
+    write(tmp_path / "c.c", SRC["c.c"].replace("x * 7", "x * 8"))
+    run([tc.clang, "-O2", "-flto=thin", "-c", "c.c", "-o", "c.o"], tmp_path)
+    assert by_source(shards(tc, tmp_path, inputs), tmp_path)["a"] != plain["a"]
+
+
+def test_the_own_module_is_marked(tc, tmp_path):
+    """The compile's own module is named by its rank: two identical inputs are two modules."""
+    compile_sources(tc, tmp_path)
+    found = shards(tc, tmp_path, ["a.o", "b.o", "c.o", "d.o"])
+    assert "\nself ^0\n" in canonical(tmp_path, found["a.o"], "a.o")
+    assert "\nself ^1\n" in canonical(tmp_path, found["a.o"], "b.o")
+    assert "\nself ?\n" in canonical(tmp_path, found["a.o"], "elsewhere/a.o")
+
+
+def test_unknown_records_go_in_raw(tc, tmp_path):
+    """Stack safety's PARAM_ACCESS records name values by id in a layout this reader does not
+    take apart: the summary block goes in raw, numbering and all."""
+    write(tmp_path / "m.c", "void use(char *p, int n);\nint main(void) { char b[16]; use(b, 3); return b[0]; }\n")
+    write(tmp_path / "u.c", "void use(char *p, int n) { p[n] = 1; }\n")
+    for n in "mu":
+        run([tc.clang, "-O2", "-flto=thin", "-mllvm", "-stack-safety-run", "-c", f"{n}.c"], tmp_path)
+    text = canonical(tmp_path, shards(tc, tmp_path, ["m.o", "u.o"])["m.o"], "m.o")
+    assert "summaries raw (record 25)" in text and "modids 0=^0 1=^1" in text
+    assert f"  rec {shardkey.FS_VALUE_GUID} " in text  # the value ids, as lld numbered them
+
+
+def test_unreadable_shard_is_keyed_by_its_bytes():
+    assert cachekey.shard_identity(b"not bitcode", lambda p: p) == "raw:" + cachekey.digest_bytes(b"not bitcode")
+
+
+RECORDER = """import json, os, shutil, subprocess, sys
+job = json.load(open(sys.argv[-1]))
+keep = os.environ["SHARDS_TO"]
+os.makedirs(keep, exist_ok=True)
+for j in job["jobs"]:
+    shard = next(a.split("=", 1)[1] for a in j["args"] if a.startswith("-fthinlto-index="))
+    module = next(a for a in j["args"] if not a.startswith("-") and a != shard and not a.endswith(".native.o"))
+    shutil.copy(shard, os.path.join(keep, module.split(" at ")[0].replace("/", "_") + ".bc"))
+    with open(os.path.join(keep, module.split(" at ")[0].replace("/", "_") + ".path"), "w") as f:
+        f.write(module)
+    subprocess.run(job["common"]["args"] + j["args"], check=True)
+"""
+
+
+def web_of_calls(tc, where: Path, n: int) -> None:
+    """main.o and libm.a of n modules calling each other: lld's DTLTO renumbers their shards."""
+    for i in range(n):
+        j, k = (i + 1) % n, (i * 7 + 3) % n
+        write(where / f"m{i}.c", f"int f{j}(int); int f{k}(int); int g{i} = {i};\n"
+              f"int f{i}(int x) {{ if (x <= 0) return g{i}; return f{j}(x - 1) + f{k}(x - 2) + g{i}; }}\n")
+        run([tc.clang, "-O2", "-flto=thin", "-c", f"m{i}.c"], where)
+    write(where / "main.c", "int f0(int);\nint main(int c, char **v) { return f0(c) & 0x7f; }\n")
+    run([tc.clang, "-O2", "-flto=thin", "-c", "main.c"], where)
+    run([tc.ar, "rcs", "libm.a", *(f"m{i}.o" for i in range(n))], where)
+
+
+def test_dtlto_renumbering_is_not_in_the_text(tc22, tmp_path):
+    """lld's DTLTO names archive members after its process id and numbers the values in
+    their shards by those names: two links of the same inputs renumber most shards."""
+    n = 12
+    web_of_calls(tc22, tmp_path, n)
+    write(tmp_path / "record.py", RECORDER)
+    script = write(tmp_path / "record.sh", f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'record.py'} \"$@\"\n")
+    script.chmod(0o755)
+    texts, raw = [], []
+    # Which shards lld renumbers depends on its process id: link until one was (1 in 2 here).
+    for link in range(12):
+        env = {**os.environ, "SHARDS_TO": str(tmp_path / str(link))}
+        run([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={script}", "main.o", "libm.a",
+             "-o", "prog"], tmp_path, env=env)
+        got = {}
+        for bc in sorted((tmp_path / str(link)).glob("*.bc")):
+            got[bc.stem] = canonical(tmp_path, bc.read_bytes(), bc.with_suffix(".path").read_text())
+        texts.append(got)
+        raw.append({k: _summary_records(tmp_path / str(link) / f"{k}.bc") for k in got})
+        assert len(got) == n + 1 and got == texts[0]
+        if raw[-1] != raw[0]:
+            break
+    assert raw[-1] != raw[0], "lld never renumbered a shard"
+
+
+def _summary_records(shard: Path) -> list[list[int]]:
+    """The shard's summary records (value ids and all) in lld's order."""
+    from ltowrap import bitcode
+
+    tree = shardkey._Tree()
+    bitcode._read_stream(bitcode._stream(shard.read_bytes()), tree)
+    found: list[list[int]] = []
+
+    def walk(node: shardkey._Node) -> None:
+        for item in node.items:
+            if isinstance(item, shardkey._Node):
+                walk(item)
+            elif node.bid == shardkey.SUMMARY:
+                found.append(item)
+
+    walk(tree.root)
+    return found
