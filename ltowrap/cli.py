@@ -84,6 +84,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
             f"  Executed on workers:      {s['remote_executed']}",
             f"  Errors (compiled here):   {s['remote_errors']}",
             f"  Published:                {s['remote_uploads']} ({s['remote_upload_errors']} failed)",
+            f"  Retried (server busy):    {s['remote_retries']}",
         ]
     lines += [
         "Cache:",

@@ -202,13 +202,16 @@ class ServerSecurity:
     jwt_audience: str
 
 
-def _server_yaml(port: int, security: ServerSecurity | None = None) -> str:
+def _server_yaml(port: int, security: ServerSecurity | None = None, threads: int = 128,
+                 max_rpcs: int | None = None) -> str:
     # so_reuseport off: gRPC turns it on by default, which would let two servers
     # silently share a port picked by free_port().
     # thread-pool-size: every waiting Execute stream holds a server thread (and the
     # concurrent-RPC limit defaults to the pool size). Two links with 16 requests in
     # flight each filled 32 threads; the bots' long polls then found none and no job
-    # ran, so leave room for make -j links x remote_jobs, plus the bots.
+    # ran, so leave room for make -j links x remote_jobs, plus the bots. A small pool
+    # (threads, max_rpcs) stands for a busy shared server: beyond max_rpcs requests at
+    # once, gRPC answers RESOURCE_EXHAUSTED "Concurrent RPC limit exceeded!".
     if security is None:
         channel = "    insecure-mode: true\n"
         authorization = "  method: none\n"
@@ -235,14 +238,15 @@ server:
 {channel}grpc-server-options:
   grpc.so_reuseport: 0
 authorization:
-{authorization}thread-pool-size: 128
-"""
+{authorization}thread-pool-size: {threads}
+""" + (f"maximum-concurrent-rpcs: {max_rpcs}\n" if max_rpcs is not None else "")
 
 
-def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None) -> str:
+def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None, threads: int = 128,
+                 max_rpcs: int | None = None) -> str:
     """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
     # The client decides what it uploads, so store whatever it sends, failures included.
-    return _server_yaml(port, security) + _storage_yaml(cache_failed_actions=True) + _instance_yaml(instance)
+    return _server_yaml(port, security, threads, max_rpcs) + _storage_yaml(cache_failed_actions=True) + _instance_yaml(instance)
 
 
 def _instance_yaml(instance: str, extra_services: str = "") -> str:
@@ -306,8 +310,10 @@ schedulers:
 
 
 @contextmanager
-def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, name: str) -> Iterator[int]:
-    """Start `bgd server start` with make_config(a free port); yield the port once it serves."""
+def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, name: str,
+                started: list[subprocess.Popen[bytes]] | None = None) -> Iterator[int]:
+    """Start `bgd server start` with make_config(a free port); yield the port once it serves
+    (and append its process to `started`, for a test that stops it early)."""
     port = free_port()
     config = workdir / f"{name}.yml"
     config.write_text(make_config(port))
@@ -319,6 +325,8 @@ def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, 
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             cwd=workdir,
         )
+    if started is not None:
+        started.append(proc)
     try:
         # bgd writes the pid file from its on-server-start callback: the gRPC server is up.
         _wait_for(pid_file.exists, f"BuildGrid ({name})", proc, log)
@@ -328,12 +336,32 @@ def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, 
 
 
 @contextmanager
-def cache_server(tmp_path: Path, instance: str = "") -> Iterator[str]:
+def cache_server(tmp_path: Path, instance: str = "", threads: int = 128, max_rpcs: int | None = None) -> Iterator[str]:
     """A cache-only REAPI server (CAS, ByteStream, ActionCache, Capabilities); yields its URL."""
+    with stoppable_cache_server(tmp_path, instance, threads, max_rpcs) as server:
+        yield server.url
+
+
+@dataclass
+class CacheServer:
+    url: str
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop the server now (SIGKILL: requests in flight break, as when a machine goes away)."""
+        stop_process(self.proc, sig=signal.SIGKILL)
+
+
+@contextmanager
+def stoppable_cache_server(tmp_path: Path, instance: str = "", threads: int = 128,
+                           max_rpcs: int | None = None) -> Iterator[CacheServer]:
+    """cache_server, with a handle that stops it while the test goes on."""
     python = buildgrid_python()
     tmp_path.mkdir(parents=True, exist_ok=True)
-    with _bgd_server(python, lambda port: cache_config(port, instance), tmp_path, "bgd-cache") as port:
-        yield f"grpc://127.0.0.1:{port}"
+    started: list[subprocess.Popen[bytes]] = []
+    with _bgd_server(python, lambda port: cache_config(port, instance, threads=threads, max_rpcs=max_rpcs), tmp_path,
+                     "bgd-cache", started) as port:
+        yield CacheServer(f"grpc://127.0.0.1:{port}", started[0])
 
 
 JWT_AUDIENCE = "ltowrap-tests"

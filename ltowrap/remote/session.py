@@ -200,7 +200,7 @@ class Session:
     def publish(self, job: Job, obj: bytes) -> None:
         """Share a locally compiled object through the action cache (in the background)."""
         a = self.actions.get(job.output)
-        if a is None or self.down:
+        if a is None or self.down or not self.client.can_update:  # a read-only cache for this client
             return
         self._publishing.append(self._executor().submit(self._publish, a, obj))
 
@@ -218,12 +218,19 @@ class Session:
             self._give_up(e)
             return False
 
+    @property
+    def retries(self) -> int:
+        """Requests asked again after the server said "not now" (client.Pressure)."""
+        return self.client.pressure.retries
+
     def close(self) -> None:
         """Wait for the results being published, then let go of the connection."""
         for f in self._publishing:  # counted here: Stats belongs to this thread
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
         if self._pool is not None:
             self._pool.shutdown()
+        if self.retries:
+            self.stats.add("remote_retries", self.retries)
         self.client.close()
 
 
