@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ grpc = require_module("grpc")
 
 from ltowrap import bitcode  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
-from ltowrap.remote.client import Client, Endpoint  # noqa: E402
+from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +280,98 @@ def test_execute_mode_two_links_at_once_send_each_action_once(project, tmp_path,
     assert c["backend_hits"] + c["remote_hits"] == 4
     for i in (1, 2):
         assert run([str(project / f"prog-{i}")], project).stdout == expected
+
+
+class HeldSlot:
+    """Takes a server's only RPC slot (maximum-concurrent-rpcs: 1) with a ByteStream write
+    whose last chunk waits for release(): until then the server refuses every other
+    request with RESOURCE_EXHAUSTED, as a busy shared server does."""
+
+    def __init__(self, url: str) -> None:
+        self.client = Client(Endpoint(url))
+        self._release = threading.Event()
+        data = b"x"
+        name = f"uploads/held/blobs/{key_of(data)[0]}/1"
+
+        def chunks():
+            yield protos.WriteRequest(resource_name=name, write_offset=0, data=data)
+            self._release.wait()
+            yield protos.WriteRequest(write_offset=1, finish_write=True)
+
+        write = self.client.channel.stream_unary(BYTESTREAM + "Write",
+                                                 request_serializer=lambda m: m.SerializeToString(),
+                                                 response_deserializer=protos.WriteResponse.FromString)
+        self.failed: list[BaseException] = []
+
+        def hold() -> None:
+            try:
+                write(chunks(), timeout=120)
+            except grpc.RpcError as e:
+                self.failed.append(e)
+
+        probe = self.client.channel.unary_unary(V2 + "Capabilities/GetCapabilities",
+                                                request_serializer=lambda m: m.SerializeToString(),
+                                                response_deserializer=protos.ServerCapabilities.FromString)
+        self._thread = threading.Thread(target=hold)
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not self._thread.is_alive():  # the write itself was refused (a probe had the slot): again
+                self._thread = threading.Thread(target=hold)
+                self._thread.start()
+            time.sleep(0.05)
+            try:
+                probe(protos.GetCapabilitiesRequest(), timeout=10)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return  # only the write can hold the slot: it is held
+        raise AssertionError(f"the held write never filled the server: {self.failed}")
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join()
+        self.client.close()
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid, tmp_path):
+    """A server at its concurrent-RPC limit answers RESOURCE_EXHAUSTED: each lookup is asked again
+    with backoff, the requests in flight come down to one while it pushes back and go up again
+    after, every retry is counted, and a refusal that outlasts remote_timeout is an error."""
+    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+        held = HeldSlot(url)
+        impatient = Client(Endpoint(url, timeout=1.0))
+        with pytest.raises(RemoteError, match="GetActionResult: RESOURCE_EXHAUSTED") as refused:
+            impatient.get_action_result(key_of(b"no such action"))
+        assert not refused.value.unreachable and impatient.pressure.retries > 0
+        impatient.close()
+
+        client = Client(Endpoint(url, timeout=120.0, jobs=8))
+        answers: list[object] = []
+        lookups = [threading.Thread(target=lambda i=i: answers.append(client.get_action_result(key_of(b"%d" % i))))
+                   for i in range(8)]
+        for t in lookups:
+            t.start()
+        wait_until(lambda: client.pressure.lowest == 1, "the requests in flight never came down to one")
+        held.release()
+        for t in lookups:
+            t.join()
+        assert answers == [None] * 8  # every lookup was answered (a miss), none failed
+        assert client.pressure.retries >= 8 and client.pressure.limit > 1
+        client.close()
+
+
+def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, buildgrid):
+    """One request at a time on the server: both machines are refused often, and still every
+    backend is published by the first and served to the second."""
+    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+        b = two_machines(project, tmp_path, tc22, url)
+    records = links_of(tmp_path / "a.log") + links_of(tmp_path / "b.log")
+    assert counters(b)["remote_retries"] == sum(r.get("remote_retries", 0) for r in links_of(tmp_path / "b.log"))
+    assert all("remote_down" not in r for r in records)
