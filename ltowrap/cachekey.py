@@ -6,8 +6,8 @@ here and nowhere else:
 - thinlink_key: one thin-link (its shards, in t/);
 - shard_identity: what a backend key takes of an index shard;
 - compiler_identity / linker_identity: which tools produced an entry;
-- remote_platform: what pins the toolchain in a remote Action (remote/action.py builds the
-  Action itself from the same backend argv and shard).
+- remote_toolchain: what pins the toolchain in a remote Action's Command (remote/action.py
+  builds the Action itself from the same backend argv and shard).
 (A module's option record is found by records.record_key, which the sh entry computes too.)
 
 Every field goes in behind its own tag and length, so fields cannot run together. With
@@ -112,10 +112,14 @@ def linker_identity(ld: str) -> str:
     return _stamp([os.path.realpath(ld)])
 
 
-def remote_platform(identity: str, os_family: str) -> dict[str, str]:
-    """Platform properties of a remote Action: they pin the toolchain (and so are part of its key)."""
+def remote_toolchain(identity: str) -> str:
+    """What pins the toolchain in a remote Action (and so in its key): clang's version line.
+
+    It goes into the Command (an environment variable), not the platform: a worker pool
+    is chosen by the properties the user lists (remote_platform), and no worker
+    advertises a toolchain of ltowrap's naming."""
     lines = compiler_version(identity).strip().splitlines()
-    return {"OSFamily": os_family, "ltowrap-toolchain": lines[0] if lines else "unknown"}
+    return lines[0] if lines else "unknown"
 
 
 # --- the recipes -----------------------------------------------------------------------------------

@@ -264,18 +264,23 @@ instances:
 """ + extra_services
 
 
-def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True) -> str:
+def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
+                match_keys: tuple[str, ...] = ()) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
     ltowrap-toolchain, a match key when match_toolchain (a job runs only on a bot that
     advertises the same value) else a wildcard key (accepted, ignored for matching).
-    Any other key makes Execute fail with FAILED_PRECONDITION.
+    match_keys are further match keys (container-image, a pool name: what a deployment
+    selects its workers by). Any other key makes Execute fail with FAILED_PRECONDITION.
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
     """
-    keys = "match-property-keys" if match_toolchain else "wildcard-property-keys"
+    match = [*(["ltowrap-toolchain"] if match_toolchain else []), *match_keys]
+    wildcard = [] if match_toolchain else ["ltowrap-toolchain"]
+    keys = "\n      ".join(f"{name}: {json.dumps(value)}" for name, value in
+                          (("match-property-keys", match), ("wildcard-property-keys", wildcard)) if value)
     return _server_yaml(port) + f"""\
 connections:
   - !sql-connection &sql
@@ -289,7 +294,7 @@ schedulers:
     storage: *cas
     action-cache: *ac
     property-set: !dynamic-property-set
-      {keys}: [ltowrap-toolchain]
+      {keys}
     bot-session-keepalive-timeout: {BOT_KEEPALIVE_S}
     session-expiry-timer-interval: {SESSION_REAPER_INTERVAL_S}
     poll-interval: 0.05
@@ -492,14 +497,14 @@ class ExecServer:
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self.workers]
 
-    def start_worker(self, wait: bool = True) -> subprocess.Popen[bytes]:
-        """Start one more worker; with wait, return once its bot session exists."""
+    def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = ()) -> subprocess.Popen[bytes]:
+        """Start one more worker (advertising `extra` properties too); with wait, return once its bot session exists."""
         i = len(self.workers)
         ready = self.workdir / f"worker{i}.ready"
         log = self.workdir / f"worker{i}.log"
         argv = [str(self.python), str(WORKER_SCRIPT), "--url", self.url, "--instance", self.instance,
                 "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready)]
-        for k, v in self.worker_properties:
+        for k, v in (*self.worker_properties, *extra):
             argv += ["--property", f"{k}={v}"]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -535,6 +540,7 @@ def exec_server(
     workers: int = 2,
     instance: str = "",
     toolchains: list[str] | None = None,
+    match_keys: tuple[str, ...] = (),
 ) -> Iterator[ExecServer]:
     """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
 
@@ -561,7 +567,7 @@ def exec_server(
             raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
 
         def make_config(port: int) -> str:
-            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None)
+            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys)
 
         port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
         props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]

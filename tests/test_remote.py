@@ -193,7 +193,7 @@ def test_local_link_path_never_imports_grpc():
 
 
 def toolchain_line(tc: Toolchain) -> str:
-    """What ltowrap sends as the ltowrap-toolchain platform property: clang's version line."""
+    """What ltowrap puts in each Command as LTOWRAP_TOOLCHAIN: clang's version line."""
     return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
 
 
@@ -244,7 +244,9 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2")
+        # The toolchain is a platform property here because the user lists it.
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
+                      LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux,ltowrap-toolchain={toolchain_line(tc22)}")
         builds_locally(project, env, expected, "remote_exec_timeout")
 
 
@@ -375,3 +377,38 @@ def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, 
     records = links_of(tmp_path / "a.log") + links_of(tmp_path / "b.log")
     assert counters(b)["remote_retries"] == sum(r.get("remote_retries", 0) for r in links_of(tmp_path / "b.log"))
     assert all("remote_down" not in r for r in records)
+
+
+@pytest.mark.slow
+def test_platform_and_worker_compiler_reach_the_action(project, tmp_path, tc22, buildgrid):
+    """remote_platform's properties, exactly, are the Action's platform; remote_compiler is the
+    Command's argv[0]; the toolchain is in the Command (the key), not the platform; only the
+    worker that advertises the listed property runs the jobs."""
+    expected = prepared(project, tc22)
+    worker_clang = tmp_path / "worker-image" / "bin" / "clang"  # where the workers' image keeps clang
+    worker_clang.parent.mkdir(parents=True)
+    worker_clang.symlink_to(os.path.realpath(tc22.clang))
+    image = "docker://registry.example/llvm:22"
+    with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
+        server.start_worker()  # another pool: no image property
+        server.start_worker(extra=(("container-image", image),))
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute",
+                      LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux, container-image={image}",
+                      LTOWRAP_REMOTE_COMPILER=str(worker_clang))
+        done = link(project, env)
+        assert run([str(project / "prog")], project).stdout == expected and "ltowrap:" not in done.stderr
+        c = counters(env)
+        assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
+        assert [server.worker_log(i).count(" done: status=0 exit=0") for i in range(2)] == [0, 4]
+        client = Client(Endpoint(server.url))
+        for b in links_of(tmp_path / "a.log")[-1]["backends"]:
+            h, size = b["action"].split("/")
+            a = protos.Action.FromString(client.read((h, int(size))))
+            command = protos.Command.FromString(client.read((a.command_digest.hash, a.command_digest.size_bytes)))
+            assert [(p.name, p.value) for p in a.platform.properties] == [("OSFamily", "linux"),
+                                                                           ("container-image", image)]
+            assert command.platform == a.platform
+            assert command.arguments[0] == str(worker_clang)
+            assert [(v.name, v.value) for v in command.environment_variables] == [
+                (action.TOOLCHAIN_VARIABLE, toolchain_line(tc22))]
+        client.close()

@@ -26,6 +26,7 @@ from .client import Key, digest, key_of
 SHARD = "index.thinlto.bc"
 OUTPUT = "out.o"
 MODULES = "m"
+TOOLCHAIN_VARIABLE = "LTOWRAP_TOOLCHAIN"
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,12 @@ def _serialized(message) -> tuple[Key, bytes]:
 
 
 def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: Callable[[str], str], files: Files,
-          platform: dict[str, str], timeout_seconds: int) -> BackendAction:
-    """The action for `job`; argv_for(module, shard, output) spells its compile command."""
+          platform: dict[str, str], timeout_seconds: int, toolchain: str = "", compiler: str = "") -> BackendAction:
+    """The action for `job`; argv_for(module, shard, output) spells its compile command.
+
+    platform: the properties as the user configured them; toolchain: goes into the Command
+    as LTOWRAP_TOOLCHAIN (part of the key, not a platform property); compiler: clang's path
+    on the workers, in place of this machine's."""
     names: dict[str, str] = {}  # module path in the shard -> path in the input root
 
     def rename(path: str) -> str:
@@ -93,8 +98,12 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     properties = protos.Platform()
     for name, value in sorted(platform.items()):
         properties.properties.add(name=name, value=value)
-    command = protos.Command(arguments=argv_for(names[job.module.path], SHARD, OUTPUT), output_files=[OUTPUT],
-                             platform=properties)
+    arguments = argv_for(names[job.module.path], SHARD, OUTPUT)
+    if compiler:
+        arguments[0] = compiler
+    command = protos.Command(arguments=arguments, output_files=[OUTPUT], platform=properties)
+    if toolchain:
+        command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=toolchain)
     command_key, command_data = _serialized(command)
     action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties)
     action.timeout.seconds = timeout_seconds

@@ -72,6 +72,8 @@ class Session:
     stats: Stats
     digest_of: Callable[[str], str]
     jobs: int
+    toolchain: str = ""  # clang's version line: in every Command, so in every key
+    compiler: str = ""  # clang's path on the workers ('' = this machine's)
     down: str = ""  # why the service is not asked again during this link
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None
@@ -110,7 +112,7 @@ class Session:
                 continue
             try:
                 a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform,
-                                 int(self.client.endpoint.exec_timeout))
+                                 int(self.client.endpoint.exec_timeout), self.toolchain, self.compiler)
             except (bitcode.BadBitcode, OSError) as e:
                 replies[i].error = f"cannot build the action: {e}"
                 continue
@@ -234,7 +236,8 @@ class Session:
         self.client.close()
 
 
-def open_session(settings: Settings, stats: Stats, platform: dict[str, str], digest_of: Callable[[str], str]) -> Session:
+def open_session(settings: Settings, stats: Stats, platform: dict[str, str], toolchain: str,
+                 digest_of: Callable[[str], str]) -> Session:
     """A session from the remote_* settings (RemoteError if they do not make sense)."""
     return Session(Client(Endpoint.from_settings(settings)), settings.remote_mode, platform, stats, digest_of,
-                   settings.remote_jobs)
+                   settings.remote_jobs, toolchain=toolchain, compiler=settings.remote_compiler)
