@@ -218,7 +218,9 @@ def test_doctor_checks_the_remote(tmp_path, cache_url):
         env = {**os.environ, "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": mode, "LTOWRAP_REMOTE_TIMEOUT": "2"}
         return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
-    assert f"[ok] remote {cache_url} (cache): answers" in doctor(cache_url)
+    said = doctor(cache_url)
+    assert f"[ok] remote {cache_url} (cache): answers: digest functions SHA256" in said
+    assert "action cache updates from clients: allowed; execution: not offered" in said
     assert "[FAIL]" in doctor(cache_url, "execute") and "does not execute actions" in doctor(cache_url, "execute")
     assert "[FAIL] remote grpc://127.0.0.1:" in doctor(f"grpc://127.0.0.1:{free_port()}")
 
@@ -412,3 +414,26 @@ def test_platform_and_worker_compiler_reach_the_action(project, tmp_path, tc22, 
             assert [(v.name, v.value) for v in command.environment_variables] == [
                 (action.TOOLCHAIN_VARIABLE, toolchain_line(tc22))]
         client.close()
+
+
+@pytest.mark.slow
+def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22, buildgrid):
+    """execute mode: doctor runs clang --version on a worker with remote_platform's properties,
+    and says so when no worker has them."""
+    image = "docker://registry.example/llvm:22"
+    with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
+        server.start_worker(extra=(("container-image", image),))
+
+        def doctor(platform: str) -> str:
+            env = {**os.environ, "LTOWRAP_REMOTE": server.url, "LTOWRAP_REMOTE_MODE": "execute",
+                   "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REMOTE_PLATFORM": platform,
+                   "LTOWRAP_REMOTE_EXEC_TIMEOUT": "5", "LTOWRAP_CACHE_DIR": str(tmp_path / "cache")}
+            return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
+
+        said = doctor(f"OSFamily=linux,container-image={image}")
+        assert "execution: enabled" in said
+        assert (f"[ok] remote probe (OSFamily=linux,container-image={image}): {tc22.clang} --version ran on a worker: "
+                f"{toolchain_line(tc22)}") in said
+        said = doctor("OSFamily=linux,container-image=docker://elsewhere")
+        assert "[FAIL] remote probe (OSFamily=linux,container-image=docker://elsewhere)" in said
+        assert server.worker_log(0).count(" done: status=0 exit=0") == 1

@@ -111,3 +111,19 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     small = {modules_key: modules_data, root_key: root_data, command_key: command_data, action_key: action_data}
     blobs.update(small)
     return BackendAction(action_key, blobs, tuple(small))
+
+
+def probe(argv: list[str], platform: dict[str, str], timeout_seconds: int) -> BackendAction:
+    """An action that runs argv (e.g. clang --version) in an empty root, never cached: doctor's
+    check that a worker with these platform properties exists and can run the compiler."""
+    properties = protos.Platform()
+    for name, value in sorted(platform.items()):
+        properties.properties.add(name=name, value=value)
+    command_key, command_data = _serialized(protos.Command(arguments=argv, platform=properties))
+    root_key, root_data = _serialized(protos.Directory())
+    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties,
+                           do_not_cache=True)
+    action.timeout.seconds = timeout_seconds
+    action_key, action_data = _serialized(action)
+    blobs = {command_key: command_data, root_key: root_data, action_key: action_data}
+    return BackendAction(action_key, blobs, tuple(blobs))
