@@ -101,7 +101,7 @@ def _rpc_error(what: str, e: Exception, retries: int = 0) -> RemoteError:
     return RemoteError(f"{what}: {name}: {detail}{after}", unreachable=code in UNREACHABLE)
 
 
-def _raise_refused(what: str, responses) -> None:
+def _raise_refused(responses) -> None:
     """Raise _Refused if a batch answer turned any blob away with a "not now" status."""
     for r in responses:
         if r.status.code in RETRYABLE_CODES:
@@ -126,8 +126,8 @@ class _Refused(Exception):
 class Pressure:
     """How hard this link may push the server: requests in flight (AIMD) and the retries so far.
 
-    Shared by the session's threads. A "not now" answer halves the limit (once per burst:
-    the answers to requests already in flight do not halve it again); each success adds
+    Shared by the session's threads. A "not now" answer halves the limit, once per burst:
+    the answers to requests sent before the last cut do not cut it again. Each success adds
     1/limit, so the limit climbs back by about one per round of requests.
     """
 
@@ -136,27 +136,29 @@ class Pressure:
         self.limit = float(self.most)
         self.in_flight = 0
         self.retries = 0
-        self.lowest = self.most  # the lowest limit this link came down to, for the log
+        self.lowest = self.most  # the lowest limit this link came down to
         self.gone = threading.Event()  # the service is unreachable: every retry loop stops
-        self._cut_at = 0  # requests started when the limit was last cut
-        self._started = 0
+        self._cut_at = 0  # the ticket of the last request sent before the limit was last cut
+        self._started = 0  # tickets given out
         self._ready = threading.Condition()
 
-    def acquire(self) -> None:
+    def acquire(self) -> int:
+        """Wait for room under the limit; the request's ticket, for release."""
         with self._ready:
             while self.in_flight >= int(self.limit) and not self.gone.is_set():
                 self._ready.wait(0.5)
             self.in_flight += 1
             self._started += 1
+            return self._started
 
-    def release(self, pushed_back: bool) -> None:
+    def release(self, ticket: int, pushed_back: bool) -> None:
         with self._ready:
             self.in_flight -= 1
             if pushed_back:
-                if self._started > self._cut_at:  # not an answer to a request sent before the last cut
+                if ticket > self._cut_at:  # sent after the last cut: new news about the server
                     self.limit = max(1.0, self.limit / 2)
                     self.lowest = min(self.lowest, int(self.limit))
-                    self._cut_at = self._started + self.in_flight
+                    self._cut_at = self._started
             else:
                 self.limit = min(float(self.most), self.limit + 1 / self.limit)
             self._ready.notify_all()
@@ -201,7 +203,7 @@ class Client:
         deadline = time.monotonic() + self.endpoint.timeout
         for attempt in range(attempts):
             left = deadline - time.monotonic()
-            self.pressure.acquire()
+            ticket = self.pressure.acquire()
             pushed_back = False
             try:
                 return attempt_call(max(left, 0.001))
@@ -216,7 +218,7 @@ class Client:
                         self.pressure.gone.set()
                     raise error from None
             finally:
-                self.pressure.release(pushed_back)
+                self.pressure.release(ticket, pushed_back)
             self.pressure.retried()
             time.sleep(pause)
         raise AssertionError("unreachable: the last attempt raises")
@@ -283,7 +285,7 @@ class Client:
 
         def attempt(left: float):
             response = call(request, timeout=left, metadata=self.metadata)
-            _raise_refused("BatchUpdateBlobs", response.responses)
+            _raise_refused(response.responses)
             return response
 
         response = self._retrying("BatchUpdateBlobs", attempt)
@@ -325,7 +327,7 @@ class Client:
 
             def attempt(left: float):
                 response = call(request, timeout=left, metadata=self.metadata)
-                _raise_refused("BatchReadBlobs", response.responses)
+                _raise_refused(response.responses)
                 return response
 
             response = self._retrying("BatchReadBlobs", attempt)
@@ -400,7 +402,7 @@ class Client:
                 raise too_slow
             what = "WaitExecution" if name else "Execute"
             pushed_back = False
-            self.pressure.acquire()
+            ticket = self.pressure.acquire()
             opened = time.monotonic()
             try:
                 if name:
@@ -437,7 +439,7 @@ class Client:
                     raise _rpc_error(what, e) from None
                 error = e
             finally:
-                self.pressure.release(pushed_back)
+                self.pressure.release(ticket, pushed_back)
             if time.monotonic() - opened > 1.0:
                 # A stream that stayed open a while was live: it broke (a restart, a proxy's
                 # idle timeout), the server was not refusing.
