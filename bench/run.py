@@ -20,6 +20,8 @@ and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_
   remote-cache  ltowrap, remote_mode=cache               cold build (publishes), clean
                                                          rebuild with an empty local cache
                                                          (a second machine), link alone
+  remote-busy   remote-cache through a busy server       cold build (publishes), clean
+                (BuildGrid answering 2 requests at once) rebuild with an empty local cache
   remote-exec   ltowrap, remote_mode=execute, two        cold build, link alone: server
                 workers on this machine                  cache hits, then cold
 
@@ -70,7 +72,7 @@ sys.path.insert(0, str(ROOT))
 from integration import debsrc  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
-REMOTE_CONFIGS = ("remote-cache", "remote-exec")
+REMOTE_CONFIGS = ("remote-cache", "remote-busy", "remote-exec")
 SCRIPTS = Path(sys.executable).parent  # the venv's bin: ltowrap, ltowrap-clang
 DISTRIBUTOR = BENCH / "dtlto_local.py"
 MAKE_JOBS = 2
@@ -298,6 +300,7 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
         # The same without the link memo: what the caches under the link give a relink.
         Config("ltowrap-nomemo", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_MEMO": "0"}),
         Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
+        Config("remote-busy", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
         Config("remote-exec", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "execute"}),
     ]
 
@@ -333,6 +336,7 @@ def summarise(record: dict) -> dict:
             "reason": record.get("reason"), "modules": record["modules"],
             "backend_compiles": record["backend_compiles"], "backend_hits": record["backend_hits"],
             "remote_hits": record.get("remote_hits", 0), "remote_executed": record.get("remote_executed", 0),
+            "remote_retries": record.get("remote_retries", 0),
             "thinlink_cached": record["thinlink_cached"], "phases": record.get("phases", {})}
 
 
@@ -465,6 +469,19 @@ def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None
         rec.add("remote-cache: link alone, remote hits", rep, b.link_alone(log=log), log, main)
 
 
+def scenarios_remote_busy(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """remote-cache's builds through a server that answers 2 requests at once (maximum-concurrent-rpcs):
+    the rest are refused with RESOURCE_EXHAUSTED and retried."""
+    main = b.project.main_binary
+    with _reapi().cache_server(tmp / "bgd", threads=10, max_rpcs=2) as url:
+        b.env["LTOWRAP_REMOTE"] = url
+        for label, before in (("cold build", lambda: None),
+                              ("clean rebuild, new machine", lambda: (_drop_local_objects(b), b.make("clean")))):
+            before()
+            log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
+            rec.add(f"remote-busy: {label}", rep, b.build(log=log), log, main)
+
+
 def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """Execution on two loopback workers: cold build, link alone served from the server's cache, link alone cold."""
     main = b.project.main_binary
@@ -488,7 +505,8 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
 SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "plain-default-ld": scenarios_plain,
              "passthrough-default-ld": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
-             "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap, "remote-cache": scenarios_remote_cache, "remote-exec": scenarios_remote_exec}
+             "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap, "remote-cache": scenarios_remote_cache,
+             "remote-busy": scenarios_remote_busy, "remote-exec": scenarios_remote_exec}
 
 
 # ---------------------------------------------------------------- tables
@@ -549,6 +567,9 @@ IN_BUILD = {f"{c}: {label}" for c in ("ltowrap", "ltowrap-nomemo")
 REMOTE_ROWS = [
     ("remote-cache: cold build", "build", "ltowrap: cold build", "publishes every object"),
     ("remote-cache: clean rebuild, new machine", "build", "ltowrap: clean rebuild", "empty local cache; local: warm"),
+    ("remote-busy: cold build", "build", "ltowrap: cold build", "server answers 2 requests at once"),
+    ("remote-busy: clean rebuild, new machine", "build", "ltowrap: clean rebuild",
+     "server answers 2 requests at once; local: warm"),
     ("remote-exec: cold build", "build", "ltowrap: cold build", "every backend on the 2 loopback workers"),
     ("remote-cache: link alone, remote hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
     ("remote-exec: link alone, server cache hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
@@ -669,7 +690,8 @@ def remote_table(samples: list[Sample]) -> tuple[list[str], dict]:
         jobs = median_of(samples, key, backends)
         first = next((s.ltowrap for s in samples if s.row == key and s.ltowrap), None)
         served = (f"{first['remote_executed']} executed, {first['remote_hits']} remote hits, "
-                  f"{first['backend_compiles']} local" if first else "")
+                  f"{first['backend_compiles']} local"
+                  + (f", {first['remote_retries']} retries" if first.get("remote_retries") else "") if first else "")
         per_job = (value - base) / jobs * 1000 if value is not None and base is not None and jobs else None
         out.append("| " + " | ".join([key, fmt(value), fmt(base), f"{value / base:.2f}x" if value and base else "",
                                       fmt(jobs, 0), fmt(per_job, 1), served, note]) + " |")

@@ -8,7 +8,7 @@ here and nowhere else:
 - link_memo_key / link_result_key: a whole link (the link memo, linkmemo.py);
 - driver_line_key: the clang driver's link line (driverline.py);
 - compiler_identity / linker_identity: which tools produced an entry;
-- remote_platform: what pins the toolchain in a remote Action;
+- remote_toolchain: what pins the toolchain in a remote Action's Command and in remote_key;
 - remote_key: what the remote identity Action names (remote/action.py builds it), the
   backend key's fields less the machine's own.
 (A module's option record is found by records.record_key, which the sh entry computes too.)
@@ -115,10 +115,14 @@ def linker_identity(ld: str) -> str:
     return _stamp([os.path.realpath(ld)])
 
 
-def remote_platform(identity: str, os_family: str) -> dict[str, str]:
-    """Platform properties of a remote Action: they pin the toolchain (and so are part of its key)."""
+def remote_toolchain(identity: str) -> str:
+    """What pins the toolchain in a remote Action (and so in its key): clang's version line.
+
+    It goes into the Command (an environment variable), not the platform: a worker pool
+    is chosen by the properties the user lists (remote_platform), and no worker
+    advertises a toolchain of ltowrap's naming."""
     lines = compiler_version(identity).strip().splitlines()
-    return {"OSFamily": os_family, "ltowrap-toolchain": lines[0] if lines else "unknown"}
+    return lines[0] if lines else "unknown"
 
 
 # --- the recipes -----------------------------------------------------------------------------------
@@ -168,14 +172,16 @@ def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, 
     return h.hexdigest(), h.dump
 
 
-def remote_key(platform: dict[str, str], argv: list[str], module_digest: str, shard: str) -> str:
+def remote_key(platform: dict[str, str], toolchain: str, argv: list[str], module_digest: str, shard: str) -> str:
     """The key every machine shares for one backend compile (the remote identity Action,
     remote/action.py): backend_key's fields less the machine's own. The toolchain is
-    named by the platform properties (remote_platform: its `clang --version`), not by
-    the stat identity of its files; a compile that reads other files does not go remote.
+    named by its version line (remote_toolchain), not by the stat identity of its files,
+    and the workers by the user's platform properties; a compile that reads other files
+    does not go remote.
     """
     h = Hasher()
     h.field("platform", "\0".join(f"{k}={v}" for k, v in sorted(platform.items())))
+    h.field("toolchain", toolchain)
     h.field("argv", "\0".join(argv[1:]))
     h.field("module", module_digest)
     h.field("shard", shard)

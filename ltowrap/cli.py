@@ -88,6 +88,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
             f"  Executed on workers:      {s['remote_executed']}",
             f"  Errors (compiled here):   {s['remote_errors']}",
             f"  Published:                {s['remote_uploads']} ({s['remote_upload_errors']} failed)",
+            f"  Retried (server busy):    {s['remote_retries']}",
         ]
     lines += [
         "Cache:",
@@ -243,7 +244,8 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
         report(True, f"make jobserver: {e}; the machine's slot pool is used instead")
     report(*_pool_check(settings, Cache(settings.cache_dir, stats.Stats())))
     if settings.remote:
-        report(*_remote_check(settings))
+        for check in _remote_checks(settings):
+            report(*check)
     if settings.disable:
         report(False, "ltowrap is disabled (disable / LTOWRAP_DISABLE)", "unset it to distribute links")
     print("No problems found." if not problems else f"{problems} problem(s) found.")
@@ -265,25 +267,79 @@ def _pool_check(settings: Settings, cache: Cache) -> tuple[bool, str, str]:
                   f"({busy} in use now, {cache.locks.path})"), ""
 
 
-def _remote_check(settings: Settings) -> tuple[bool, str, str]:
-    """Can the REAPI service be asked? (ok, what, fix) for doctor."""
+def _remote_checks(settings: Settings) -> list[tuple[bool, str, str]]:
+    """Can the REAPI service be asked, what does it support, and (execute mode) does a probe
+    action with the configured platform run? (ok, what, fix) for doctor."""
     where = f"remote {settings.remote} ({settings.remote_mode}"
     where += f", instance {settings.remote_instance!r})" if settings.remote_instance else ")"
     try:
         from .remote.client import Client, Endpoint, RemoteError
     except ImportError as e:
-        return False, f"{where}: client not installed ({e})", "pip install 'ltowrap[remote]'"
+        return [(False, f"{where}: client not installed ({e})", "pip install 'ltowrap[remote]'")]
     try:
         client = Client(Endpoint.from_settings(settings))
+    except (RemoteError, OSError) as e:
+        return [(False, f"{where}: {e}", "check remote_tls_ca and remote_header")]
+    try:
         try:
             caps = client.capabilities()
-        finally:
-            client.close()
-    except (RemoteError, OSError) as e:
-        return False, f"{where}: {e}", "check the address, remote_tls_ca, remote_header and remote_instance"
-    if settings.remote_mode == "execute" and not caps.execution_capabilities.exec_enabled:
-        return False, f"{where}: the server does not execute actions", "set remote_mode = cache, or use an execution server"
-    return True, f"{where}: answers", ""
+        except (RemoteError, OSError) as e:
+            return [(False, f"{where}: {e}", "check the address, remote_tls_ca, remote_header and remote_instance")]
+        cache, execution = caps.cache_capabilities, caps.execution_capabilities
+        functions = ", ".join(_digest_function(f) for f in cache.digest_functions) or "SHA256 (unstated)"
+        checks = [(True, f"{where}: answers: digest functions {functions}; batches up to "
+                         f"{cache.max_batch_total_size_bytes or 'unlimited'} bytes (ltowrap sends {client.batch_limit}); "
+                         f"action cache updates from clients: {'allowed' if client.can_update else 'refused'}; "
+                         f"execution: {'enabled' if execution.exec_enabled else 'not offered'}", "")]
+        if not client.can_update and settings.remote_mode == "cache":
+            checks.append((True, "remote action cache is read-only for this client: hits are used, nothing is published",
+                           ""))
+        if settings.remote_mode == "execute":
+            if not execution.exec_enabled:
+                checks.append((False, f"{where}: the server does not execute actions",
+                               "set remote_mode = cache, or use an execution server"))
+            else:
+                checks.append(_remote_probe(settings, client))
+        return checks
+    finally:
+        client.close()
+
+
+def _digest_function(value: int) -> str:
+    names = {1: "SHA256", 2: "SHA1", 3: "MD5", 4: "VSO", 5: "SHA384", 6: "SHA512", 7: "MURMUR3", 8: "SHA256TREE",
+             9: "BLAKE3"}
+    return names.get(value, str(value))
+
+
+def _remote_probe(settings: Settings, client) -> tuple[bool, str, str]:  # type: ignore[no-untyped-def]
+    """Run `<remote compiler> --version` on a worker with the configured platform properties."""
+    import sys
+
+    from . import toolchain
+    from .config import parse_platform
+    from .remote import action
+    from .remote.client import RemoteError
+
+    platform = parse_platform(settings.remote_platform) or {"OSFamily": sys.platform}
+    shown = ",".join(f"{k}={v}" for k, v in sorted(platform.items()))
+    try:
+        compiler = settings.remote_compiler or toolchain.find_tool("clang", settings.clang)[0]
+    except toolchain.ToolNotFound as e:
+        return False, f"remote probe: {e}", "set remote_compiler to clang's path on the workers"
+    a = action.probe([compiler, "--version"], platform, int(settings.remote_exec_timeout))
+    try:
+        client.upload({k: a.blobs[k] for k in client.find_missing(a.blobs)})
+        result = client.execute(a.key).result
+        out = result.stdout_raw or (client.read((result.stdout_digest.hash, result.stdout_digest.size_bytes))
+                                    if result.stdout_digest.size_bytes else b"")
+    except RemoteError as e:
+        return False, f"remote probe ({shown}): {compiler} --version did not run: {e}", \
+            "check remote_platform against the properties your workers advertise, and remote_exec_timeout"
+    first = out.decode("utf-8", "replace").strip().splitlines()[:1]
+    if result.exit_code != 0:
+        return False, f"remote probe ({shown}): {compiler} --version exited {result.exit_code} on the worker", \
+            "set remote_compiler to clang's path on the workers"
+    return True, f"remote probe ({shown}): {compiler} --version ran on a worker: {first[0] if first else '(no output)'}", ""
 
 
 def build_parser() -> argparse.ArgumentParser:

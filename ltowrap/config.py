@@ -92,6 +92,27 @@ def _remote_url(v: object) -> str:
     return s
 
 
+def parse_platform(v: object) -> dict[str, str]:
+    """'OSFamily=linux,container-image=docker://x' -> {name: value}; '' -> {}."""
+    properties: dict[str, str] = {}
+    for item in str(v).split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"expected name=value[,name=value...], got {item.strip()!r} in {v!r}")
+        if name in properties:
+            raise ValueError(f"platform property {name!r} given twice in {v!r}")
+        properties[name] = value.strip()
+    return properties
+
+
+def _platform(v: object) -> str:
+    parse_platform(v)
+    return str(v).strip()
+
+
 def _seconds(v: object) -> float:
     if isinstance(v, bool):
         raise ValueError(f"expected a number of seconds, got {v!r}")
@@ -169,7 +190,10 @@ class Settings:
     remote_instance = Setting("", _str, "REAPI instance name")
     remote_header = Setting("", _str, "header sent with every remote request, 'name: value' (e.g. an authorization token)")
     remote_tls_ca = Setting("", _str, "PEM file of the CAs that sign a grpcs:// server (default: the system's)")
-    remote_jobs = Setting(16, _int, "remote requests in flight at once")
+    remote_platform = Setting("", _platform, "platform properties of remote actions, 'name=value,name=value' "
+                              "(e.g. OSFamily=linux,container-image=docker://...); default OSFamily=<this OS>")
+    remote_compiler = Setting("", _str, "path of clang on the remote workers (default: the same path as here)")
+    remote_jobs = Setting(16, _int, "remote requests in flight at most (fewer while the server pushes back)")
     remote_timeout = Setting(30.0, _seconds, "seconds one remote request may take")
     remote_exec_timeout = Setting(600.0, _seconds, "seconds one remote execution may take, queueing included")
 

@@ -146,6 +146,7 @@ class Executor:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
             record.remote_executed = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
             record.remote_down = self.remote.down or None
+            record.remote_retries = self.remote.retries or None
 
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)

@@ -50,6 +50,7 @@ class Record:
     remote_hits: int | None = None
     remote_executed: int | None = None
     remote_down: str | None = None
+    remote_retries: int | None = None  # requests asked again after a "not now" answer
 
     def to_json(self) -> dict:
         return _without_none(asdict(self))

@@ -42,6 +42,7 @@ COUNTERS: dict[str, str] = {
     "remote_errors": "backend compiles the remote could not serve (down, timeout, failed or rejected), run locally",
     "remote_uploads": "locally compiled objects published to the remote action cache",
     "remote_upload_errors": "objects that could not be published",
+    "remote_retries": "remote requests asked again after the server said not now (busy, unavailable, aborted)",
     "bad_entries": "cache entries that failed verification (removed and rebuilt)",
     "cache_write_errors": "entries that could not be stored (disk full, read-only cache)",
     "cleanups": "size-limit cleanups run",

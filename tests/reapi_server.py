@@ -202,13 +202,16 @@ class ServerSecurity:
     jwt_audience: str
 
 
-def _server_yaml(port: int, security: ServerSecurity | None = None) -> str:
+def _server_yaml(port: int, security: ServerSecurity | None = None, threads: int = 128,
+                 max_rpcs: int | None = None) -> str:
     # so_reuseport off: gRPC turns it on by default, which would let two servers
     # silently share a port picked by free_port().
     # thread-pool-size: every waiting Execute stream holds a server thread (and the
     # concurrent-RPC limit defaults to the pool size). Two links with 16 requests in
     # flight each filled 32 threads; the bots' long polls then found none and no job
-    # ran, so leave room for make -j links x remote_jobs, plus the bots.
+    # ran, so leave room for make -j links x remote_jobs, plus the bots. A small pool
+    # (threads, max_rpcs) stands for a busy shared server: beyond max_rpcs requests at
+    # once, gRPC answers RESOURCE_EXHAUSTED "Concurrent RPC limit exceeded!".
     if security is None:
         channel = "    insecure-mode: true\n"
         authorization = "  method: none\n"
@@ -235,14 +238,15 @@ server:
 {channel}grpc-server-options:
   grpc.so_reuseport: 0
 authorization:
-{authorization}thread-pool-size: 128
-"""
+{authorization}thread-pool-size: {threads}
+""" + (f"maximum-concurrent-rpcs: {max_rpcs}\n" if max_rpcs is not None else "")
 
 
-def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None) -> str:
+def cache_config(port: int, instance: str = "", security: ServerSecurity | None = None, threads: int = 128,
+                 max_rpcs: int | None = None) -> str:
     """BuildGrid config: in-memory LRU CAS + action cache, no database, no execution."""
     # The client decides what it uploads, so store whatever it sends, failures included.
-    return _server_yaml(port, security) + _storage_yaml(cache_failed_actions=True) + _instance_yaml(instance)
+    return _server_yaml(port, security, threads, max_rpcs) + _storage_yaml(cache_failed_actions=True) + _instance_yaml(instance)
 
 
 def _instance_yaml(instance: str, extra_services: str = "") -> str:
@@ -260,18 +264,23 @@ instances:
 """ + extra_services
 
 
-def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True) -> str:
+def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
+                match_keys: tuple[str, ...] = ()) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
     ltowrap-toolchain, a match key when match_toolchain (a job runs only on a bot that
     advertises the same value) else a wildcard key (accepted, ignored for matching).
-    Any other key makes Execute fail with FAILED_PRECONDITION.
+    match_keys are further match keys (container-image, a pool name: what a deployment
+    selects its workers by). Any other key makes Execute fail with FAILED_PRECONDITION.
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
     """
-    keys = "match-property-keys" if match_toolchain else "wildcard-property-keys"
+    match = [*(["ltowrap-toolchain"] if match_toolchain else []), *match_keys]
+    wildcard = [] if match_toolchain else ["ltowrap-toolchain"]
+    keys = "\n      ".join(f"{name}: {json.dumps(value)}" for name, value in
+                          (("match-property-keys", match), ("wildcard-property-keys", wildcard)) if value)
     return _server_yaml(port) + f"""\
 connections:
   - !sql-connection &sql
@@ -285,7 +294,7 @@ schedulers:
     storage: *cas
     action-cache: *ac
     property-set: !dynamic-property-set
-      {keys}: [ltowrap-toolchain]
+      {keys}
     bot-session-keepalive-timeout: {BOT_KEEPALIVE_S}
     session-expiry-timer-interval: {SESSION_REAPER_INTERVAL_S}
     poll-interval: 0.05
@@ -306,8 +315,10 @@ schedulers:
 
 
 @contextmanager
-def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, name: str) -> Iterator[int]:
-    """Start `bgd server start` with make_config(a free port); yield the port once it serves."""
+def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, name: str,
+                started: list[subprocess.Popen[bytes]] | None = None) -> Iterator[int]:
+    """Start `bgd server start` with make_config(a free port); yield the port once it serves
+    (and append its process to `started`, for a test that stops it early)."""
     port = free_port()
     config = workdir / f"{name}.yml"
     config.write_text(make_config(port))
@@ -319,6 +330,8 @@ def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, 
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             cwd=workdir,
         )
+    if started is not None:
+        started.append(proc)
     try:
         # bgd writes the pid file from its on-server-start callback: the gRPC server is up.
         _wait_for(pid_file.exists, f"BuildGrid ({name})", proc, log)
@@ -328,12 +341,32 @@ def _bgd_server(python: Path, make_config: Callable[[int], str], workdir: Path, 
 
 
 @contextmanager
-def cache_server(tmp_path: Path, instance: str = "") -> Iterator[str]:
+def cache_server(tmp_path: Path, instance: str = "", threads: int = 128, max_rpcs: int | None = None) -> Iterator[str]:
     """A cache-only REAPI server (CAS, ByteStream, ActionCache, Capabilities); yields its URL."""
+    with stoppable_cache_server(tmp_path, instance, threads, max_rpcs) as server:
+        yield server.url
+
+
+@dataclass
+class CacheServer:
+    url: str
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop the server now (SIGKILL: requests in flight break, as when a machine goes away)."""
+        stop_process(self.proc, sig=signal.SIGKILL)
+
+
+@contextmanager
+def stoppable_cache_server(tmp_path: Path, instance: str = "", threads: int = 128,
+                           max_rpcs: int | None = None) -> Iterator[CacheServer]:
+    """cache_server, with a handle that stops it while the test goes on."""
     python = buildgrid_python()
     tmp_path.mkdir(parents=True, exist_ok=True)
-    with _bgd_server(python, lambda port: cache_config(port, instance), tmp_path, "bgd-cache") as port:
-        yield f"grpc://127.0.0.1:{port}"
+    started: list[subprocess.Popen[bytes]] = []
+    with _bgd_server(python, lambda port: cache_config(port, instance, threads=threads, max_rpcs=max_rpcs), tmp_path,
+                     "bgd-cache", started) as port:
+        yield CacheServer(f"grpc://127.0.0.1:{port}", started[0])
 
 
 JWT_AUDIENCE = "ltowrap-tests"
@@ -464,14 +497,14 @@ class ExecServer:
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self.workers]
 
-    def start_worker(self, wait: bool = True) -> subprocess.Popen[bytes]:
-        """Start one more worker; with wait, return once its bot session exists."""
+    def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = ()) -> subprocess.Popen[bytes]:
+        """Start one more worker (advertising `extra` properties too); with wait, return once its bot session exists."""
         i = len(self.workers)
         ready = self.workdir / f"worker{i}.ready"
         log = self.workdir / f"worker{i}.log"
         argv = [str(self.python), str(WORKER_SCRIPT), "--url", self.url, "--instance", self.instance,
                 "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready)]
-        for k, v in self.worker_properties:
+        for k, v in (*self.worker_properties, *extra):
             argv += ["--property", f"{k}={v}"]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -507,6 +540,7 @@ def exec_server(
     workers: int = 2,
     instance: str = "",
     toolchains: list[str] | None = None,
+    match_keys: tuple[str, ...] = (),
 ) -> Iterator[ExecServer]:
     """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
 
@@ -533,7 +567,7 @@ def exec_server(
             raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
 
         def make_config(port: int) -> str:
-            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None)
+            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys)
 
         port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
         props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]

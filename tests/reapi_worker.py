@@ -313,9 +313,12 @@ class Job:
         action = re_pb2.Action()
         if payload.Is(re_pb2.Action.DESCRIPTOR):
             payload.Unpack(action)
+            # The Action as the server packed it: its digest, for tests that read it back from the CAS.
+            log(f"lease {self.lease.id} action {hashlib.sha256(payload.value).hexdigest()}/{len(payload.value)}")
             return action
         digest = re_pb2.Digest()
         payload.Unpack(digest)
+        log(f"lease {self.lease.id} action {digest.hash}/{digest.size_bytes}")  # for tests that read it back
         return re_pb2.Action.FromString(self.cas.read(digest))
 
     def _run(self) -> None:

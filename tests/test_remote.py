@@ -7,8 +7,11 @@ Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,7 @@ grpc = require_module("grpc")
 
 from ltowrap import bitcode, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
-from ltowrap.remote.client import Client, Endpoint  # noqa: E402
+from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +195,7 @@ def test_local_link_path_never_imports_grpc():
 
 
 def toolchain_line(tc: Toolchain) -> str:
-    """What ltowrap sends as the ltowrap-toolchain platform property: clang's version line."""
+    """What ltowrap puts in each Command as LTOWRAP_TOOLCHAIN: clang's version line."""
     return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
 
 
@@ -217,7 +220,9 @@ def test_doctor_checks_the_remote(tmp_path, cache_url):
         env = {**os.environ, "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": mode, "LTOWRAP_REMOTE_TIMEOUT": "2"}
         return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
-    assert f"[ok] remote {cache_url} (cache): answers" in doctor(cache_url)
+    said = doctor(cache_url)
+    assert f"[ok] remote {cache_url} (cache): answers: digest functions SHA256" in said
+    assert "action cache updates from clients: allowed; execution: not offered" in said
     assert "[FAIL]" in doctor(cache_url, "execute") and "does not execute actions" in doctor(cache_url, "execute")
     assert "[FAIL] remote grpc://127.0.0.1:" in doctor(f"grpc://127.0.0.1:{free_port()}")
 
@@ -243,7 +248,9 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2")
+        # The toolchain is a platform property here because the user lists it.
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
+                      LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux,ltowrap-toolchain={toolchain_line(tc22)}")
         builds_locally(project, env, expected, "remote_exec_timeout")
 
 
@@ -279,3 +286,168 @@ def test_execute_mode_two_links_at_once_send_each_action_once(project, tmp_path,
     assert c["backend_hits"] + c["remote_hits"] == 4
     for i in (1, 2):
         assert run([str(project / f"prog-{i}")], project).stdout == expected
+
+
+class HeldSlot:
+    """Takes a server's only RPC slot (maximum-concurrent-rpcs: 1) with a ByteStream write
+    whose last chunk waits for release(): until then the server refuses every other
+    request with RESOURCE_EXHAUSTED, as a busy shared server does."""
+
+    def __init__(self, url: str) -> None:
+        self.client = Client(Endpoint(url))
+        self._release = threading.Event()
+        data = b"x"
+        name = f"uploads/held/blobs/{key_of(data)[0]}/1"
+
+        def chunks():
+            yield protos.WriteRequest(resource_name=name, write_offset=0, data=data)
+            self._release.wait()
+            yield protos.WriteRequest(write_offset=1, finish_write=True)
+
+        write = self.client.channel.stream_unary(BYTESTREAM + "Write",
+                                                 request_serializer=lambda m: m.SerializeToString(),
+                                                 response_deserializer=protos.WriteResponse.FromString)
+        self.failed: list[BaseException] = []
+
+        def hold() -> None:
+            try:
+                write(chunks(), timeout=120)
+            except grpc.RpcError as e:
+                self.failed.append(e)
+
+        probe = self.client.channel.unary_unary(V2 + "Capabilities/GetCapabilities",
+                                                request_serializer=lambda m: m.SerializeToString(),
+                                                response_deserializer=protos.ServerCapabilities.FromString)
+        self._thread = threading.Thread(target=hold)
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not self._thread.is_alive():  # the write itself was refused (a probe had the slot): again
+                self._thread = threading.Thread(target=hold)
+                self._thread.start()
+            time.sleep(0.05)
+            try:
+                probe(protos.GetCapabilitiesRequest(), timeout=10)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return  # only the write can hold the slot: it is held
+        raise AssertionError(f"the held write never filled the server: {self.failed}")
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join()
+        self.client.close()
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid, tmp_path):
+    """A server at its concurrent-RPC limit answers RESOURCE_EXHAUSTED: each lookup is asked again
+    with backoff, the requests in flight come down to one while it pushes back and go up again
+    after, every retry is counted, and a refusal that outlasts remote_timeout is an error."""
+    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+        held = HeldSlot(url)
+        impatient = Client(Endpoint(url, timeout=1.0))
+        with pytest.raises(RemoteError, match="GetActionResult: RESOURCE_EXHAUSTED") as refused:
+            impatient.get_action_result(key_of(b"no such action"))
+        assert not refused.value.unreachable and impatient.pressure.retries > 0
+        impatient.close()
+
+        client = Client(Endpoint(url, timeout=120.0, jobs=8))
+        answers: list[object] = []
+        lookups = [threading.Thread(target=lambda i=i: answers.append(client.get_action_result(key_of(b"%d" % i))))
+                   for i in range(8)]
+        for t in lookups:
+            t.start()
+        wait_until(lambda: client.pressure.lowest == 1, "the requests in flight never came down to one")
+        held.release()
+        for t in lookups:
+            t.join()
+        assert answers == [None] * 8  # every lookup was answered (a miss), none failed
+        assert client.pressure.retries >= 8 and client.pressure.limit > 1
+        client.close()
+
+
+def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, buildgrid):
+    """One request at a time on the server: both machines are refused often, and still every
+    backend is published by the first and served to the second."""
+    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+        b = two_machines(project, tmp_path, tc22, url)
+    records = links_of(tmp_path / "a.log") + links_of(tmp_path / "b.log")
+    assert counters(b)["remote_retries"] == sum(r.get("remote_retries", 0) for r in links_of(tmp_path / "b.log"))
+    assert all("remote_down" not in r for r in records)
+
+
+@pytest.mark.slow
+def test_platform_and_worker_compiler_reach_the_action(project, tmp_path, tc22, buildgrid):
+    """remote_platform's properties, exactly, are the Action's platform; remote_compiler is the
+    Command's argv[0]; the toolchain is in the Command (the key), not the platform; only the
+    worker that advertises the listed property runs the jobs."""
+    expected = prepared(project, tc22)
+    worker_clang = tmp_path / "worker-image" / "bin" / "clang"  # where the workers' image keeps clang
+    worker_clang.parent.mkdir(parents=True)
+    worker_clang.symlink_to(os.path.realpath(tc22.clang))
+    image = "docker://registry.example/llvm:22"
+    with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
+        server.start_worker()  # another pool: no image property
+        server.start_worker(extra=(("container-image", image),))
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute",
+                      LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux, container-image={image}",
+                      LTOWRAP_REMOTE_COMPILER=str(worker_clang))
+        done = link(project, env)
+        assert run([str(project / "prog")], project).stdout == expected and "ltowrap:" not in done.stderr
+        c = counters(env)
+        assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
+        assert [server.worker_log(i).count(" done: status=0 exit=0") for i in range(2)] == [0, 4]
+        client = Client(Endpoint(server.url))
+
+        def read_action(name: str) -> tuple[protos.Action, protos.Command]:
+            h, size = name.split("/")
+            a = protos.Action.FromString(client.read((h, int(size))))
+            command = protos.Command.FromString(client.read((a.command_digest.hash, a.command_digest.size_bytes)))
+            assert [(p.name, p.value) for p in a.platform.properties] == [("OSFamily", "linux"),
+                                                                           ("container-image", image)]
+            assert command.platform == a.platform
+            return a, command
+
+        # What ran on the worker (its log names each lease's Action) ...
+        ran = re.findall(r" action (\S+)", server.worker_log(1))
+        assert len(ran) == 4
+        for name in ran:
+            _, command = read_action(name)
+            assert command.arguments[0] == str(worker_clang)
+            assert [(v.name, v.value) for v in command.environment_variables] == [
+                (action.TOOLCHAIN_VARIABLE, toolchain_line(tc22))]
+        # ... and the identity each result is cached under (the log's action): same platform.
+        for b in links_of(tmp_path / "a.log")[-1]["backends"]:
+            _, command = read_action(b["action"])
+            assert command.arguments[0] == action.IDENTITY_TOOL
+        client.close()
+
+
+@pytest.mark.slow
+def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22, buildgrid):
+    """execute mode: doctor runs clang --version on a worker with remote_platform's properties,
+    and says so when no worker has them."""
+    image = "docker://registry.example/llvm:22"
+    with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
+        server.start_worker(extra=(("container-image", image),))
+
+        def doctor(platform: str) -> str:
+            env = {**os.environ, "LTOWRAP_REMOTE": server.url, "LTOWRAP_REMOTE_MODE": "execute",
+                   "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REMOTE_PLATFORM": platform,
+                   "LTOWRAP_REMOTE_EXEC_TIMEOUT": "5", "LTOWRAP_CACHE_DIR": str(tmp_path / "cache")}
+            return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
+
+        said = doctor(f"OSFamily=linux,container-image={image}")
+        assert "execution: enabled" in said
+        assert (f"[ok] remote probe (OSFamily=linux,container-image={image}): {tc22.clang} --version ran on a worker: "
+                f"{toolchain_line(tc22)}") in said
+        said = doctor("OSFamily=linux,container-image=docker://elsewhere")
+        assert "[FAIL] remote probe (OSFamily=linux,container-image=docker://elsewhere)" in said
+        assert server.worker_log(0).count(" done: status=0 exit=0") == 1

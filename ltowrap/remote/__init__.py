@@ -28,10 +28,12 @@ def connect(settings: Settings, stats: Stats, compiler_identity: str, digest_of:
               file=sys.stderr)
         stats.add("remote_errors")
         return None
-    from ..cachekey import remote_platform
+    from ..cachekey import remote_toolchain
+    from ..config import parse_platform
 
+    platform = parse_platform(settings.remote_platform) or {"OSFamily": sys.platform}
     try:
-        return open_session(settings, stats, remote_platform(compiler_identity, sys.platform), digest_of)
+        return open_session(settings, stats, platform, remote_toolchain(compiler_identity), digest_of)
     except (RemoteError, OSError) as e:
         print(f"ltowrap: remote {settings.remote}: {e}; compiling locally", file=sys.stderr)
         stats.add("remote_errors")

@@ -32,6 +32,7 @@ from .client import Key, digest, key_of
 SHARD = "index.thinlto.bc"
 OUTPUT = "out.o"
 MODULES = "m"
+TOOLCHAIN_VARIABLE = "LTOWRAP_TOOLCHAIN"
 
 
 IDENTITY_TOOL = "ltowrap-backend-key"
@@ -87,9 +88,14 @@ def _identity(identity: str, platform: dict[str, str]) -> tuple[Key, dict[Key, b
 
 
 def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: Callable[[str], str], files: Files,
-          platform: dict[str, str], timeout_seconds: int, identity: str) -> BackendAction:
-    """The actions for `job`; argv_for(module, shard, output) spells its compile command,
-    `identity` (cachekey.remote_key) is what it is cached under."""
+          platform: dict[str, str], timeout_seconds: int, identity: str, toolchain: str = "",
+          compiler: str = "") -> BackendAction:
+    """The actions for `job`; argv_for(module, shard, output) spells its compile command.
+
+    identity: what it is cached under (cachekey.remote_key); platform: the properties as
+    the user configured them; toolchain: goes into the Command as LTOWRAP_TOOLCHAIN (part of
+    the key, not a platform property); compiler: clang's path on the workers, in place of
+    this machine's."""
     names: dict[str, str] = {}  # module path in the shard -> path in the input root
     ranks = {p: r for r, p in enumerate(sorted(set(bitcode.module_paths(job.shard)),
                                                key=lambda p: p.encode("utf-8", "surrogateescape")))}
@@ -119,8 +125,12 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     root_key, root_data = _serialized(root)
 
     properties = _platform(platform)
-    command = protos.Command(arguments=argv_for(names[job.module.path], SHARD, OUTPUT), output_files=[OUTPUT],
-                             platform=properties)
+    arguments = argv_for(names[job.module.path], SHARD, OUTPUT)
+    if compiler:
+        arguments[0] = compiler
+    command = protos.Command(arguments=arguments, output_files=[OUTPUT], platform=properties)
+    if toolchain:
+        command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=toolchain)
     command_key, command_data = _serialized(command)
     action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties)
     action.timeout.seconds = timeout_seconds
@@ -129,3 +139,17 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     identity_key, small = _identity(identity, platform)
     blobs.update(small)
     return BackendAction(action_key, blobs, identity_key, tuple(small))
+
+
+def probe(argv: list[str], platform: dict[str, str], timeout_seconds: int) -> BackendAction:
+    """An action that runs argv (e.g. clang --version) in an empty root, never cached: doctor's
+    check that a worker with these platform properties exists and can run the compiler."""
+    properties = _platform(platform)
+    command_key, command_data = _serialized(protos.Command(arguments=argv, platform=properties))
+    root_key, root_data = _serialized(protos.Directory())
+    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties,
+                           do_not_cache=True)
+    action.timeout.seconds = timeout_seconds
+    action_key, action_data = _serialized(action)
+    blobs = {command_key: command_data, root_key: root_data, action_key: action_data}
+    return BackendAction(action_key, blobs, action_key, tuple(blobs))

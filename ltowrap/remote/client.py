@@ -3,11 +3,21 @@
 Only what ltowrap needs, spoken directly through grpc's generic calls with the messages of
 protos.py. Every failure comes out as RemoteError; `unreachable` tells a service that is
 down or too slow (stop asking it for this link) from one that refused one request.
+
+A busy server is the normal case for a shared cache: every call here is safe to repeat
+(reads, content-addressed writes, Execute of the same action digest), so an answer that
+says "not now" (RESOURCE_EXHAUSTED, UNAVAILABLE, ABORTED; DEADLINE_EXCEEDED from the
+server before our own deadline) is asked again after an exponential backoff with full
+jitter, within remote_timeout, as Bazel, Buck2 and recc do. Pressure also halves the
+requests this link keeps in flight (and each success adds them back, AIMD), so one link
+does not keep a small server saturated.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -27,8 +37,17 @@ BYTESTREAM = "/google.bytestream.ByteStream/"
 DEFAULT_BATCH_LIMIT = 4 << 20
 BATCH_MARGIN = 64 << 10  # room for the request's own fields
 CHUNK = 1 << 20
+SHA256 = 1  # DigestFunction.Value: the only one ltowrap computes
 UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAUTHENTICATED,
                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED)
+
+# Answers that mean "not now": asked again after a backoff.
+RETRYABLE = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED,
+             grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRYABLE_CODES = {c.value[0] for c in RETRYABLE}  # the same, as google.rpc.Status codes in batch answers
+BACKOFF_FIRST = 0.05  # seconds: the first retry waits up to this, each next one up to twice as long
+BACKOFF_MAX = 5.0
+MAX_ATTEMPTS = 8  # with the backoff above: at most ~6 s of waiting, ~3 s on average
 
 Key = tuple[str, int]  # a blob's (sha256 hex, size)
 
@@ -55,11 +74,12 @@ class Endpoint:
     tls_ca: str = ""  # PEM file; the system's roots when empty
     timeout: float = 60.0  # one request
     exec_timeout: float = 600.0  # one execution, queueing included
+    jobs: int = 16  # requests in flight at most (fewer while the server pushes back)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Endpoint:
         return cls(settings.remote, settings.remote_instance, settings.remote_header, settings.remote_tls_ca,
-                   float(settings.remote_timeout), float(settings.remote_exec_timeout))
+                   float(settings.remote_timeout), float(settings.remote_exec_timeout), settings.remote_jobs)
 
 
 def _target(url: str) -> tuple[str, bool]:
@@ -69,11 +89,83 @@ def _target(url: str) -> tuple[str, bool]:
     raise RemoteError(f"remote {url!r}: expected grpc://host:port or grpcs://host:port")
 
 
-def _rpc_error(what: str, e: grpc.RpcError) -> RemoteError:
-    code = e.code() if isinstance(e, grpc.Call) else None
-    detail = e.details() if isinstance(e, grpc.Call) else str(e)
+def _code(e: Exception) -> grpc.StatusCode | None:
+    return e.code() if isinstance(e, (grpc.Call, _Refused)) else None
+
+
+def _rpc_error(what: str, e: Exception, retries: int = 0) -> RemoteError:
+    code = _code(e)
+    detail = e.details() if isinstance(e, (grpc.Call, _Refused)) else str(e)
     name = code.name if code is not None else "UNKNOWN"
-    return RemoteError(f"{what}: {name}: {detail}", unreachable=code in UNREACHABLE)
+    after = f" (after {retries} retries)" if retries else ""
+    return RemoteError(f"{what}: {name}: {detail}{after}", unreachable=code in UNREACHABLE)
+
+
+def _raise_refused(responses) -> None:
+    """Raise _Refused if a batch answer turned any blob away with a "not now" status."""
+    for r in responses:
+        if r.status.code in RETRYABLE_CODES:
+            raise _Refused(grpc.StatusCode(next(c for c in RETRYABLE if c.value[0] == r.status.code)),
+                           f"{r.digest.hash}: {r.status.message}")
+
+
+class _Refused(Exception):
+    """A batch answer whose per-blob status says "not now": the whole (idempotent) batch is asked again."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self._code, self._message = code, message
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._message
+
+
+class Pressure:
+    """How hard this link may push the server: requests in flight (AIMD) and the retries so far.
+
+    Shared by the session's threads. A "not now" answer halves the limit, once per burst:
+    the answers to requests sent before the last cut do not cut it again. Each success adds
+    1/limit, so the limit climbs back by about one per round of requests.
+    """
+
+    def __init__(self, most: int) -> None:
+        self.most = max(1, most)
+        self.limit = float(self.most)
+        self.in_flight = 0
+        self.retries = 0
+        self.lowest = self.most  # the lowest limit this link came down to
+        self.gone = threading.Event()  # the service is unreachable: every retry loop stops
+        self._cut_at = 0  # the ticket of the last request sent before the limit was last cut
+        self._started = 0  # tickets given out
+        self._ready = threading.Condition()
+
+    def acquire(self) -> int:
+        """Wait for room under the limit; the request's ticket, for release."""
+        with self._ready:
+            while self.in_flight >= int(self.limit) and not self.gone.is_set():
+                self._ready.wait(0.5)
+            self.in_flight += 1
+            self._started += 1
+            return self._started
+
+    def release(self, ticket: int, pushed_back: bool) -> None:
+        with self._ready:
+            self.in_flight -= 1
+            if pushed_back:
+                if ticket > self._cut_at:  # sent after the last cut: new news about the server
+                    self.limit = max(1.0, self.limit / 2)
+                    self.lowest = min(self.lowest, int(self.limit))
+                    self._cut_at = self._started
+            else:
+                self.limit = min(float(self.most), self.limit + 1 / self.limit)
+            self._ready.notify_all()
+
+    def retried(self) -> None:
+        with self._ready:
+            self.retries += 1
 
 
 class Client:
@@ -96,25 +188,61 @@ class Client:
                 raise RemoteError(f"remote_header {endpoint.header!r}: expected 'name: value'")
             self.metadata = ((name.strip().lower(), value.strip()),)
         self.batch_limit = DEFAULT_BATCH_LIMIT
+        self.can_update = True  # the action cache takes results from clients (capabilities says)
+        self.pressure = Pressure(endpoint.jobs)
+        self._random = random.Random()
 
     def close(self) -> None:
         self.channel.close()
 
-    def _unary(self, method: str, request, response_type, what: str, timeout: float | None = None):
+    def _backoff(self, attempt: int) -> float:
+        return self._random.uniform(0, min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt))
+
+    def _retrying(self, what: str, attempt_call, attempts: int = MAX_ATTEMPTS):
+        """attempt_call(seconds left) until it answers, asked again on "not now" within remote_timeout."""
+        deadline = time.monotonic() + self.endpoint.timeout
+        for attempt in range(attempts):
+            left = deadline - time.monotonic()
+            ticket = self.pressure.acquire()
+            pushed_back = False
+            try:
+                return attempt_call(max(left, 0.001))
+            except (grpc.RpcError, _Refused) as e:
+                pushed_back = _code(e) in RETRYABLE
+                pause = self._backoff(attempt)
+                last = (attempt + 1 == attempts or not pushed_back or self.pressure.gone.is_set()
+                        or time.monotonic() + pause >= deadline)
+                if last:
+                    error = _rpc_error(what, e, attempt)
+                    if error.unreachable:
+                        self.pressure.gone.set()
+                    raise error from None
+            finally:
+                self.pressure.release(ticket, pushed_back)
+            self.pressure.retried()
+            time.sleep(pause)
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _unary(self, method: str, request, response_type, what: str, attempts: int = MAX_ATTEMPTS):
         call = self.channel.unary_unary(method, request_serializer=lambda m: m.SerializeToString(),
                                         response_deserializer=response_type.FromString)
-        try:
-            return call(request, timeout=timeout or self.endpoint.timeout, metadata=self.metadata)
-        except grpc.RpcError as e:
-            raise _rpc_error(what, e) from None
+        return self._retrying(what, lambda left: call(request, timeout=left, metadata=self.metadata), attempts)
 
     def capabilities(self):
         """Ask the server what it supports; the first request of a link, so it also says whether it is up."""
+        # Few attempts: a refused connection here is most often a server that is not there,
+        # and every link would wait out the whole backoff.
         caps = self._unary(V2 + "Capabilities/GetCapabilities",
                            protos.GetCapabilitiesRequest(instance_name=self.endpoint.instance),
-                           protos.ServerCapabilities, "GetCapabilities")
-        limit = caps.cache_capabilities.max_batch_total_size_bytes
+                           protos.ServerCapabilities, "GetCapabilities", attempts=3)
+        cache = caps.cache_capabilities
+        limit = cache.max_batch_total_size_bytes
         self.batch_limit = min(limit, DEFAULT_BATCH_LIMIT) if limit > 0 else DEFAULT_BATCH_LIMIT
+        # Servers from before digest_functions existed leave it empty: they speak SHA-256.
+        if cache.digest_functions and SHA256 not in cache.digest_functions:
+            raise RemoteError(f"the server does not take SHA-256 digests (it takes {list(cache.digest_functions)})",
+                              unreachable=True)
+        self.can_update = cache.action_cache_update_capabilities.update_enabled
         return caps
 
     # --- CAS -----------------------------------------------------------------------------
@@ -151,8 +279,16 @@ class Client:
         request = protos.BatchUpdateBlobsRequest(instance_name=self.endpoint.instance)
         for key, data in batch:
             request.requests.add(digest=digest(key), data=data)
-        response = self._unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs", request,
-                               protos.BatchUpdateBlobsResponse, "BatchUpdateBlobs")
+        call = self.channel.unary_unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs",
+                                        request_serializer=lambda m: m.SerializeToString(),
+                                        response_deserializer=protos.BatchUpdateBlobsResponse.FromString)
+
+        def attempt(left: float):
+            response = call(request, timeout=left, metadata=self.metadata)
+            _raise_refused(response.responses)
+            return response
+
+        response = self._retrying("BatchUpdateBlobs", attempt)
         for r in response.responses:
             if r.status.code != 0:
                 raise RemoteError(f"BatchUpdateBlobs: {r.digest.hash}: code {r.status.code}: {r.status.message}")
@@ -174,10 +310,8 @@ class Client:
 
         call = self.channel.stream_unary(BYTESTREAM + "Write", request_serializer=lambda m: m.SerializeToString(),
                                          response_deserializer=protos.WriteResponse.FromString)
-        try:
-            response = call(chunks(), timeout=self.endpoint.timeout, metadata=self.metadata)
-        except grpc.RpcError as e:
-            raise _rpc_error("ByteStream.Write", e) from None
+        # Written again from the start on a retry: the blob is content-addressed.
+        response = self._retrying("ByteStream.Write", lambda left: call(chunks(), timeout=left, metadata=self.metadata))
         if response.committed_size not in (len(data), -1):
             raise RemoteError(f"ByteStream.Write: committed {response.committed_size} of {len(data)} bytes")
 
@@ -187,8 +321,16 @@ class Client:
             return b""
         if key[1] <= self.batch_limit - BATCH_MARGIN:
             request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest(key)])
-            response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
-                                   protos.BatchReadBlobsResponse, "BatchReadBlobs")
+            call = self.channel.unary_unary(V2 + "ContentAddressableStorage/BatchReadBlobs",
+                                            request_serializer=lambda m: m.SerializeToString(),
+                                            response_deserializer=protos.BatchReadBlobsResponse.FromString)
+
+            def attempt(left: float):
+                response = call(request, timeout=left, metadata=self.metadata)
+                _raise_refused(response.responses)
+                return response
+
+            response = self._retrying("BatchReadBlobs", attempt)
             found = [r for r in response.responses if r.digest.hash == key[0]]
             if not found or found[0].status.code != 0:
                 raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
@@ -202,11 +344,10 @@ class Client:
     def _read_stream(self, key: Key) -> bytes:
         call = self.channel.unary_stream(BYTESTREAM + "Read", request_serializer=lambda m: m.SerializeToString(),
                                          response_deserializer=protos.ReadResponse.FromString)
-        try:
-            return b"".join(r.data for r in call(protos.ReadRequest(resource_name=self._resource(key, upload=False)),
-                                                 timeout=self.endpoint.timeout, metadata=self.metadata))
-        except grpc.RpcError as e:
-            raise _rpc_error("ByteStream.Read", e) from None
+        request = protos.ReadRequest(resource_name=self._resource(key, upload=False))
+        # Read again from the start on a retry: a partial read is thrown away.
+        return self._retrying("ByteStream.Read", lambda left: b"".join(
+            r.data for r in call(request, timeout=left, metadata=self.metadata)))
 
     # --- action cache and execution ------------------------------------------------------
 
@@ -217,12 +358,16 @@ class Client:
         call = self.channel.unary_unary(V2 + "ActionCache/GetActionResult",
                                         request_serializer=lambda m: m.SerializeToString(),
                                         response_deserializer=protos.ActionResult.FromString)
-        try:
-            return call(request, timeout=self.endpoint.timeout, metadata=self.metadata)
-        except grpc.RpcError as e:
-            if isinstance(e, grpc.Call) and e.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            raise _rpc_error("GetActionResult", e) from None
+
+        def attempt(left: float):
+            try:
+                return call(request, timeout=left, metadata=self.metadata)
+            except grpc.RpcError as e:
+                if _code(e) == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
+
+        return self._retrying("GetActionResult", attempt)
 
     def update_action_result(self, action: Key, result) -> None:
         request = protos.UpdateActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest(action),
@@ -232,8 +377,13 @@ class Client:
     def execute(self, action: Key):
         """Run the action (or take the server's cached result) and wait for it: an ExecuteResponse.
 
-        The operation stream may break while the action is queued or running (a server
-        restart, a proxy's idle timeout); WaitExecution picks the same operation up again.
+        Execute is safe to repeat (the same action digest: the server merges it with the
+        one it runs, or answers from its cache). The operation stream may break while the
+        action is queued or running (a server restart, a proxy's idle timeout):
+        WaitExecution picks the same operation up again, and an operation the server has
+        forgotten (NOT_FOUND) is executed again. A "not now" answer is retried with the
+        same backoff as every other call; a server not heard from for remote_timeout, or
+        no result within remote_exec_timeout, means "compile here".
         """
         deadline = time.monotonic() + self.endpoint.exec_timeout
         execute = self.channel.unary_stream(V2 + "Execution/Execute", request_serializer=lambda m: m.SerializeToString(),
@@ -244,38 +394,81 @@ class Client:
         name = ""
         too_slow = RemoteError(f"Execute: no result within remote_exec_timeout ({self.endpoint.exec_timeout:g} s)",
                                unreachable=True)
-        for attempt in range(5):
+        heard = time.monotonic()  # the last answer from the server: it is given remote_timeout to answer again
+        refusals = 0  # "not now" answers since the last progress
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise too_slow
-            if name:
-                stream = wait(protos.WaitExecutionRequest(name=name), timeout=left, metadata=self.metadata)
-            else:
-                stream = execute(protos.ExecuteRequest(instance_name=self.endpoint.instance, action_digest=digest(action)),
-                                 timeout=left, metadata=self.metadata)
+            what = "WaitExecution" if name else "Execute"
+            pushed_back = False
+            ticket = self.pressure.acquire()
+            opened = time.monotonic()
             try:
+                if name:
+                    stream = wait(protos.WaitExecutionRequest(name=name), timeout=left, metadata=self.metadata)
+                else:
+                    stream = execute(protos.ExecuteRequest(instance_name=self.endpoint.instance,
+                                                           action_digest=digest(action)),
+                                     timeout=left, metadata=self.metadata)
                 for op in stream:
+                    heard, refusals = time.monotonic(), 0
                     name = op.name or name
                     if op.done:
-                        return _response(op)
+                        response = _response(op)
+                        if response.status.code not in RETRYABLE_CODES:
+                            return _checked(response)
+                        # The server gave up on it for now (queue full, bot lost): send it again.
+                        pushed_back, name = True, ""
+                        error: Exception = _Refused(grpc.StatusCode(next(
+                            c for c in RETRYABLE if c.value[0] == response.status.code)), response.status.message)
+                        break
+                else:
+                    error = _Refused(grpc.StatusCode.UNAVAILABLE, "the operation stream ended before the result")
+                    pushed_back = True
             except grpc.RpcError as e:
-                code = e.code() if isinstance(e, grpc.Call) else None
-                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                code = _code(e)
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() >= deadline:
                     raise too_slow from None
-                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not name:
-                    time.sleep(0.2 * 2**attempt)  # the server is busy: ask again, as Bazel does
-                    continue
-                if not name or code != grpc.StatusCode.UNAVAILABLE:
-                    raise _rpc_error("Execute" if not name else "WaitExecution", e) from None
-        raise RemoteError("Execute: the server kept refusing or dropping the operation")
+                if code == grpc.StatusCode.NOT_FOUND and name:
+                    name = ""  # the server forgot the operation (a restart): execute it again
+                    pushed_back = True
+                elif code in RETRYABLE:
+                    pushed_back = True
+                else:
+                    raise _rpc_error(what, e) from None
+                error = e
+            finally:
+                self.pressure.release(ticket, pushed_back)
+            if time.monotonic() - opened > 1.0:
+                # A stream that stayed open a while was live: it broke (a restart, a proxy's
+                # idle timeout), the server was not refusing.
+                heard, refusals = time.monotonic(), 0
+            refusals += 1
+            pause = self._backoff(min(refusals, MAX_ATTEMPTS))
+            if (refusals >= MAX_ATTEMPTS * 2 or self.pressure.gone.is_set()
+                    or time.monotonic() + pause - heard >= self.endpoint.timeout):
+                failed = _rpc_error(what, error, refusals - 1)
+                if failed.unreachable:
+                    self.pressure.gone.set()
+                raise failed
+            self.pressure.retried()
+            time.sleep(pause)
 
 
 def _response(op):
+    """The ExecuteResponse of a finished operation (its status unchecked: _checked)."""
     if op.HasField("error"):
+        if op.error.code in RETRYABLE_CODES:
+            return protos.ExecuteResponse(status=op.error)
         raise RemoteError(f"Execute: operation failed: code {op.error.code}: {op.error.message}")
     response = protos.ExecuteResponse()
     if not op.response.Unpack(response):
         raise RemoteError(f"Execute: unexpected response type {op.response.type_url}")
+    return response
+
+
+def _checked(response):
     if response.status.code != 0:
         raise RemoteError(f"Execute: code {response.status.code}: {response.status.message}")
     return response

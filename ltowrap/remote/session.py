@@ -72,6 +72,8 @@ class Session:
     stats: Stats
     digest_of: Callable[[str], str]
     jobs: int
+    toolchain: str = ""  # clang's version line: in every Command, so in every key
+    compiler: str = ""  # clang's path on the workers ('' = this machine's)
     down: str = ""  # why the service is not asked again during this link
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None
@@ -110,7 +112,8 @@ class Session:
                 continue
             try:
                 a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform,
-                                 int(self.client.endpoint.exec_timeout), self._identity(w))
+                                 int(self.client.endpoint.exec_timeout), self._identity(w), self.toolchain,
+                                 self.compiler)
             except (bitcode.BadBitcode, OSError) as e:
                 replies[i].error = f"cannot build the action: {e}"
                 continue
@@ -150,7 +153,8 @@ class Session:
         """cachekey.remote_key of a job: what every machine's identity Action for it names."""
         job = w.job
         shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
-        return cachekey.remote_key(self.platform, w.argv_for(*PLACEHOLDERS), job.module.digest, shard)
+        return cachekey.remote_key(self.platform, self.toolchain, w.argv_for(*PLACEHOLDERS), job.module.digest,
+                                  shard)
 
     def _ask(self, request: Callable[[action.BackendAction], tuple[Served | None, str]],
              actions: list[tuple[int, action.BackendAction]]) -> list[tuple[int, tuple[Served | None, str]]]:
@@ -210,7 +214,7 @@ class Session:
     def publish(self, job: Job, obj: bytes) -> None:
         """Share a locally compiled object through the action cache (in the background)."""
         a = self.actions.get(job.output)
-        if a is None or self.down:
+        if a is None or self.down or not self.client.can_update:  # a read-only cache for this client
             return
         self._publishing.append(self._executor().submit(self._publish, a, obj))
 
@@ -228,16 +232,24 @@ class Session:
             self._give_up(e)
             return False
 
+    @property
+    def retries(self) -> int:
+        """Requests asked again after the server said "not now" (client.Pressure)."""
+        return self.client.pressure.retries
+
     def close(self) -> None:
         """Wait for the results being published, then let go of the connection."""
         for f in self._publishing:  # counted here: Stats belongs to this thread
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
         if self._pool is not None:
             self._pool.shutdown()
+        if self.retries:
+            self.stats.add("remote_retries", self.retries)
         self.client.close()
 
 
-def open_session(settings: Settings, stats: Stats, platform: dict[str, str], digest_of: Callable[[str], str]) -> Session:
+def open_session(settings: Settings, stats: Stats, platform: dict[str, str], toolchain: str,
+                 digest_of: Callable[[str], str]) -> Session:
     """A session from the remote_* settings (RemoteError if they do not make sense)."""
     return Session(Client(Endpoint.from_settings(settings)), settings.remote_mode, platform, stats, digest_of,
-                   settings.remote_jobs)
+                   settings.remote_jobs, toolchain=toolchain, compiler=settings.remote_compiler)
