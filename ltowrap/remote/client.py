@@ -223,10 +223,19 @@ class Client:
             time.sleep(pause)
         raise AssertionError("unreachable: the last attempt raises")
 
-    def _unary(self, method: str, request, response_type, what: str, attempts: int = MAX_ATTEMPTS):
+    def _unary(self, method: str, request, response_type, what: str, attempts: int = MAX_ATTEMPTS,
+               batch: bool = False):
+        """One call, retried; `batch`: a refusal in one of its per-blob answers retries the whole call."""
         call = self.channel.unary_unary(method, request_serializer=lambda m: m.SerializeToString(),
                                         response_deserializer=response_type.FromString)
-        return self._retrying(what, lambda left: call(request, timeout=left, metadata=self.metadata), attempts)
+
+        def attempt(left: float):
+            response = call(request, timeout=left, metadata=self.metadata)
+            if batch:
+                _raise_refused(response.responses)
+            return response
+
+        return self._retrying(what, attempt, attempts)
 
     def capabilities(self):
         """Ask the server what it supports; the first request of a link, so it also says whether it is up."""
@@ -279,16 +288,8 @@ class Client:
         request = protos.BatchUpdateBlobsRequest(instance_name=self.endpoint.instance)
         for key, data in batch:
             request.requests.add(digest=digest(key), data=data)
-        call = self.channel.unary_unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs",
-                                        request_serializer=lambda m: m.SerializeToString(),
-                                        response_deserializer=protos.BatchUpdateBlobsResponse.FromString)
-
-        def attempt(left: float):
-            response = call(request, timeout=left, metadata=self.metadata)
-            _raise_refused(response.responses)
-            return response
-
-        response = self._retrying("BatchUpdateBlobs", attempt)
+        response = self._unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs", request,
+                               protos.BatchUpdateBlobsResponse, "BatchUpdateBlobs", batch=True)
         for r in response.responses:
             if r.status.code != 0:
                 raise RemoteError(f"BatchUpdateBlobs: {r.digest.hash}: code {r.status.code}: {r.status.message}")
@@ -321,16 +322,8 @@ class Client:
             return b""
         if key[1] <= self.batch_limit - BATCH_MARGIN:
             request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest(key)])
-            call = self.channel.unary_unary(V2 + "ContentAddressableStorage/BatchReadBlobs",
-                                            request_serializer=lambda m: m.SerializeToString(),
-                                            response_deserializer=protos.BatchReadBlobsResponse.FromString)
-
-            def attempt(left: float):
-                response = call(request, timeout=left, metadata=self.metadata)
-                _raise_refused(response.responses)
-                return response
-
-            response = self._retrying("BatchReadBlobs", attempt)
+            response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
+                                   protos.BatchReadBlobsResponse, "BatchReadBlobs", batch=True)
             found = [r for r in response.responses if r.digest.hash == key[0]]
             if not found or found[0].status.code != 0:
                 raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
