@@ -14,6 +14,8 @@ tree with fresh caches, configurations in rotating order:
   ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
                                                          edit, clean rebuild (warm cache)
   ltowrap-nomemo  the same with the link memo off        the same
+  thin-cache-ccache  CC='ccache clang', thin-cache       cold build, clean rebuild (every
+  ltowrap-ccache     CC='ccache ltowrap-clang'           cache warm: ccache, lld's or ltowrap's)
 
 and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_server.py):
 
@@ -299,6 +301,11 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
         Config("ltowrap", wrapper, "-O2 -flto=thin", "", wrapped),
         # The same without the link memo: what the caches under the link give a relink.
         Config("ltowrap-nomemo", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_MEMO": "0"}),
+        # Behind ccache (a CI job, a second checkout): `make clean && make` with every cache warm.
+        Config("thin-cache-ccache", f"ccache {clang}", "-O2 -flto=thin",
+               f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache-ccache'}",
+               {"CCACHE_DIR": str(scratch / "ccache-thin")}),
+        Config("ltowrap-ccache", f"ccache {wrapper}", "-O2 -flto=thin", "", wrapped | {"CCACHE_DIR": str(scratch / "ccache-ltowrap")}),
         Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
         Config("remote-busy", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
         Config("remote-exec", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "execute"}),
@@ -429,6 +436,13 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
     return stats
 
 
+def scenarios_ccache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """Behind ccache: a cold build, then `make clean && make` with every cache warm."""
+    rec.add(f"{b.config.name}: cold build", rep, b.build())
+    b.make("clean")
+    rec.add(f"{b.config.name}: clean rebuild", rep, b.build())
+
+
 def scenarios_dtlto_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """lld DTLTO with ltowrap-distributor: a cold build, then the main link alone (warm cache)."""
     rec.add("dtlto-ltowrap: full build", rep, b.build())
@@ -505,7 +519,8 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
 SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "plain-default-ld": scenarios_plain,
              "passthrough-default-ld": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
-             "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap, "remote-cache": scenarios_remote_cache,
+             "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap,
+             "thin-cache-ccache": scenarios_ccache, "ltowrap-ccache": scenarios_ccache, "remote-cache": scenarios_remote_cache,
              "remote-busy": scenarios_remote_busy, "remote-exec": scenarios_remote_exec}
 
 
@@ -539,6 +554,9 @@ BUILD_ROWS = [
     Row("ltowrap: one-file edit", "ltowrap, one-file edit", (THIN, "thin-cache: one-file edit")),
     Row("ltowrap: clean rebuild", "ltowrap, clean rebuild, warm cache", (THIN,)),
     Row("ltowrap-nomemo: clean rebuild", "ltowrap, memo off, clean rebuild, warm cache", (THIN,)),
+    Row("thin-cache-ccache: clean rebuild", "ccache + in-process + cache-dir, clean rebuild, warm",
+        (THIN, "thin-cache-ccache: clean rebuild")),
+    Row("ltowrap-ccache: clean rebuild", "ccache + ltowrap, clean rebuild, warm", (THIN, "thin-cache-ccache: clean rebuild")),
 ]
 LINK_ROWS = [
     Row("plain: link alone", "non-LTO -O2 (floor)", (THIN_LINK,)),
