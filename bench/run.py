@@ -306,9 +306,11 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
                f"{thin_ld} -Wl,--thinlto-cache-dir={scratch / 'lld-cache-ccache'}",
                {"CCACHE_DIR": str(scratch / "ccache-thin")}),
         Config("ltowrap-ccache", f"ccache {wrapper}", "-O2 -flto=thin", "", wrapped | {"CCACHE_DIR": str(scratch / "ccache-ltowrap")}),
-        Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
-        Config("remote-busy", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache"}),
-        Config("remote-exec", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "execute"}),
+        # The memo off: a restored link would ask the remote nothing (these measure the remote).
+        Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache", "LTOWRAP_MEMO": "0"}),
+        Config("remote-busy", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache", "LTOWRAP_MEMO": "0"}),
+        Config("remote-exec", wrapper, "-O2 -flto=thin", "",
+               wrapped | {"LTOWRAP_REMOTE_MODE": "execute", "LTOWRAP_MEMO": "0"}),
     ]
 
 
@@ -581,17 +583,17 @@ LINK_ROWS = [
 ]
 IN_BUILD = {f"{c}: {label}" for c in ("ltowrap", "ltowrap-nomemo")
             for label in ("cold build", "warm relink", "one-file edit", "clean rebuild")}
-# Remote rows -> the local ltowrap row each is compared with (same scenario, no remote).
+# Remote rows -> the local ltowrap row each is compared with (same scenario, no remote; both with the memo off).
 REMOTE_ROWS = [
-    ("remote-cache: cold build", "build", "ltowrap: cold build", "publishes every object"),
-    ("remote-cache: clean rebuild, new machine", "build", "ltowrap: clean rebuild", "empty local cache; local: warm"),
-    ("remote-busy: cold build", "build", "ltowrap: cold build", "server answers 2 requests at once"),
-    ("remote-busy: clean rebuild, new machine", "build", "ltowrap: clean rebuild",
+    ("remote-cache: cold build", "build", "ltowrap-nomemo: cold build", "publishes every object"),
+    ("remote-cache: clean rebuild, new machine", "build", "ltowrap-nomemo: clean rebuild", "empty local cache; local: warm"),
+    ("remote-busy: cold build", "build", "ltowrap-nomemo: cold build", "server answers 2 requests at once"),
+    ("remote-busy: clean rebuild, new machine", "build", "ltowrap-nomemo: clean rebuild",
      "server answers 2 requests at once; local: warm"),
-    ("remote-exec: cold build", "build", "ltowrap: cold build", "every backend on the 2 loopback workers"),
-    ("remote-cache: link alone, remote hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
-    ("remote-exec: link alone, server cache hits", "link", "ltowrap: warm link alone", "local: local cache hits"),
-    ("remote-exec: cold link alone", "link", "ltowrap: cold link alone", "local: compiled here"),
+    ("remote-exec: cold build", "build", "ltowrap-nomemo: cold build", "every backend on the 2 loopback workers"),
+    ("remote-cache: link alone, remote hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
+    ("remote-exec: link alone, server cache hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
+    ("remote-exec: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local: compiled here"),
 ]
 
 
