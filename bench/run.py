@@ -470,32 +470,31 @@ def _drop_local_objects(b: Bench) -> None:
         shutil.rmtree(Path(b.env["LTOWRAP_CACHE_DIR"]) / kind, ignore_errors=True)
 
 
+def _publish_then_read(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """A cold build that publishes, then a clean rebuild with an empty local cache (a second machine)."""
+    for label, before in (("cold build", lambda: None),
+                          ("clean rebuild, new machine", lambda: (_drop_local_objects(b), b.make("clean")))):
+        before()
+        log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
+        rec.add(f"{b.config.name}: {label}", rep, b.build(log=log), log, b.project.main_binary)
+
+
 def scenarios_remote_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """A cache-only REAPI server: the first machine publishes, a second (empty local cache) reads."""
-    main = b.project.main_binary
     with _reapi().cache_server(tmp / "bgd") as url:
         b.env["LTOWRAP_REMOTE"] = url
-        for label, before in (("cold build", lambda: None),
-                              ("clean rebuild, new machine", lambda: (_drop_local_objects(b), b.make("clean")))):
-            before()
-            log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
-            rec.add(f"remote-cache: {label}", rep, b.build(log=log), log, main)
+        _publish_then_read(b, rec, rep, tmp)
         _drop_local_objects(b)
         log = tmp / "link-alone.jsonl"
-        rec.add("remote-cache: link alone, remote hits", rep, b.link_alone(log=log), log, main)
+        rec.add("remote-cache: link alone, remote hits", rep, b.link_alone(log=log), log, b.project.main_binary)
 
 
 def scenarios_remote_busy(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """remote-cache's builds through a server that answers 2 requests at once (maximum-concurrent-rpcs):
     the rest are refused with RESOURCE_EXHAUSTED and retried."""
-    main = b.project.main_binary
     with _reapi().cache_server(tmp / "bgd", threads=10, max_rpcs=2) as url:
         b.env["LTOWRAP_REMOTE"] = url
-        for label, before in (("cold build", lambda: None),
-                              ("clean rebuild, new machine", lambda: (_drop_local_objects(b), b.make("clean")))):
-            before()
-            log = tmp / f"{label.split(',')[0].replace(' ', '-')}.jsonl"
-            rec.add(f"remote-busy: {label}", rep, b.build(log=log), log, main)
+        _publish_then_read(b, rec, rep, tmp)
 
 
 def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:

@@ -313,14 +313,12 @@ def _digest_function(value: int) -> str:
 
 def _remote_probe(settings: Settings, client) -> tuple[bool, str, str]:  # type: ignore[no-untyped-def]
     """Run `<remote compiler> --version` on a worker with the configured platform properties."""
-    import sys
-
     from . import toolchain
-    from .config import parse_platform
+    from .config import platform_properties
     from .remote import action
     from .remote.client import RemoteError
 
-    platform = parse_platform(settings.remote_platform) or {"OSFamily": sys.platform}
+    platform = platform_properties(settings)
     shown = ",".join(f"{k}={v}" for k, v in sorted(platform.items()))
     try:
         compiler = settings.remote_compiler or toolchain.find_tool("clang", settings.clang)[0]

@@ -108,6 +108,11 @@ def parse_platform(v: object) -> dict[str, str]:
     return properties
 
 
+def platform_properties(settings: Settings) -> dict[str, str]:
+    """The platform properties of remote actions: remote_platform's, else this OS's family."""
+    return parse_platform(settings.remote_platform) or {"OSFamily": sys.platform}
+
+
 def _platform(v: object) -> str:
     parse_platform(v)
     return str(v).strip()

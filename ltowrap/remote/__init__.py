@@ -29,9 +29,9 @@ def connect(settings: Settings, stats: Stats, compiler_identity: str, digest_of:
         stats.add("remote_errors")
         return None
     from ..cachekey import remote_toolchain
-    from ..config import parse_platform
+    from ..config import platform_properties
 
-    platform = parse_platform(settings.remote_platform) or {"OSFamily": sys.platform}
+    platform = platform_properties(settings)
     try:
         return open_session(settings, stats, platform, remote_toolchain(compiler_identity), digest_of)
     except (RemoteError, OSError) as e:

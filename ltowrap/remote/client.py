@@ -44,7 +44,7 @@ UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, g
 # Answers that mean "not now": asked again after a backoff.
 RETRYABLE = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED,
              grpc.StatusCode.DEADLINE_EXCEEDED)
-RETRYABLE_CODES = {c.value[0] for c in RETRYABLE}  # the same, as google.rpc.Status codes in batch answers
+NOT_NOW = {c.value[0]: c for c in RETRYABLE}  # the same by google.rpc.Status code (batch and operation answers)
 BACKOFF_FIRST = 0.05  # seconds: the first retry waits up to this, each next one up to twice as long
 BACKOFF_MAX = 5.0
 MAX_ATTEMPTS = 8  # with the backoff above: at most ~6 s of waiting, ~3 s on average
@@ -104,9 +104,8 @@ def _rpc_error(what: str, e: Exception, retries: int = 0) -> RemoteError:
 def _raise_refused(responses) -> None:
     """Raise _Refused if a batch answer turned any blob away with a "not now" status."""
     for r in responses:
-        if r.status.code in RETRYABLE_CODES:
-            raise _Refused(grpc.StatusCode(next(c for c in RETRYABLE if c.value[0] == r.status.code)),
-                           f"{r.digest.hash}: {r.status.message}")
+        if r.status.code in NOT_NOW:
+            raise _Refused(NOT_NOW[r.status.code], f"{r.digest.hash}: {r.status.message}")
 
 
 class _Refused(Exception):
@@ -409,12 +408,11 @@ class Client:
                     name = op.name or name
                     if op.done:
                         response = _response(op)
-                        if response.status.code not in RETRYABLE_CODES:
+                        if response.status.code not in NOT_NOW:
                             return _checked(response)
                         # The server gave up on it for now (queue full, bot lost): send it again.
                         pushed_back, name = True, ""
-                        error: Exception = _Refused(grpc.StatusCode(next(
-                            c for c in RETRYABLE if c.value[0] == response.status.code)), response.status.message)
+                        error: Exception = _Refused(NOT_NOW[response.status.code], response.status.message)
                         break
                 else:
                     error = _Refused(grpc.StatusCode.UNAVAILABLE, "the operation stream ended before the result")
@@ -452,7 +450,7 @@ class Client:
 def _response(op):
     """The ExecuteResponse of a finished operation (its status unchecked: _checked)."""
     if op.HasField("error"):
-        if op.error.code in RETRYABLE_CODES:
+        if op.error.code in NOT_NOW:
             return protos.ExecuteResponse(status=op.error)
         raise RemoteError(f"Execute: operation failed: code {op.error.code}: {op.error.message}")
     response = protos.ExecuteResponse()

@@ -187,13 +187,14 @@ class Session:
         try:
             response = self.client.execute(a.key)
             served, why = self._output(response.result, executed=not response.cached_result)
-            if served is not None:  # shared under the identity every machine asks for
-                self.client.upload({k: a.blobs[k] for k in a.small})
-                self.client.update_action_result(a.identity, response.result)
-            return served, why
         except RemoteError as e:
             self._give_up(e)
             return None, str(e)
+        # Shared under the identity every machine asks for, where this client may write the
+        # action cache; a failure to share it costs other machines a hit, not this object.
+        if served is not None and self.client.can_update:
+            self._share(a, response.result)
+        return served, why
 
     def _output(self, result, executed: bool) -> tuple[Served | None, str]:
         if result.exit_code != 0:
@@ -221,11 +222,15 @@ class Session:
     def _publish(self, a: action.BackendAction, obj: bytes) -> bool:
         if self.down:
             return False
+        out = key_of(obj)
+        result = protos.ActionResult(exit_code=0)
+        result.output_files.add(path=action.OUTPUT, digest=digest(out))
+        return self._share(a, result, {out: obj})
+
+    def _share(self, a: action.BackendAction, result, blobs: dict[Key, bytes] | None = None) -> bool:
+        """Put `result` in the action cache under `a`'s identity, after its blobs and the identity's own."""
         try:
-            out = key_of(obj)
-            self.client.upload({out: obj, **{k: a.blobs[k] for k in a.small}})
-            result = protos.ActionResult(exit_code=0)
-            result.output_files.add(path=action.OUTPUT, digest=digest(out))
+            self.client.upload({**(blobs or {}), **{k: a.blobs[k] for k in a.small}})
             self.client.update_action_result(a.identity, result)
             return True
         except RemoteError as e:
