@@ -44,7 +44,8 @@ def backend_jobs(tree: Path) -> int:
 
 def remote_toolchain(tmp_path: Path, url: str):
     tc = wrapper_toolchain(tmp_path, 22)
-    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute")
+    # Every job on the workers: what these tests watch (the hybrid has its own test).
+    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
     return tc
 
 

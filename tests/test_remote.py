@@ -203,13 +203,13 @@ def toolchain_line(tc: Toolchain) -> str:
 def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgrid):
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         link(project, env)
         assert run([str(project / "prog")], project).stdout == expected
         c = counters(env)
         assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
         # Another machine: the server answers from its action cache, nothing runs again.
-        b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         link(project, b, "prog-b")
         assert counters(b)["remote_hits"] == 4 and counters(b)["remote_executed"] == 0
         assert (project / "prog-b").read_bytes() == (project / "prog").read_bytes()
@@ -250,6 +250,7 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
         # The toolchain is a platform property here because the user lists it.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
+                      LTOWRAP_REMOTE_LOCAL="0",
                       LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux,ltowrap-toolchain={toolchain_line(tc22)}")
         builds_locally(project, env, expected, "remote_exec_timeout")
 
@@ -272,7 +273,7 @@ def test_execute_mode_two_links_at_once_send_each_action_once(project, tmp_path,
     again by the other, which waits for its object in the local cache."""
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "add.o", "mul.o", "twice.o"]
         procs = [subprocess.Popen([*argv, "-o", f"prog-{i}"], cwd=project, env=env, stderr=subprocess.PIPE, text=True)
                  for i in (1, 2)]
@@ -396,7 +397,7 @@ def test_platform_and_worker_compiler_reach_the_action(project, tmp_path, tc22, 
     with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
         server.start_worker()  # another pool: no image property
         server.start_worker(extra=(("container-image", image),))
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute",
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0",
                       LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux, container-image={image}",
                       LTOWRAP_REMOTE_COMPILER=str(worker_clang))
         done = link(project, env)

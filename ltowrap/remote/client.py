@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 V2 = "/build.bazel.remote.execution.v2."
+OPERATIONS = "/google.longrunning.Operations/"
 BYTESTREAM = "/google.bytestream.ByteStream/"
 # Requests larger than this go through ByteStream: 4 MiB is grpc's default message limit.
 DEFAULT_BATCH_LIMIT = 4 << 20
@@ -165,6 +166,35 @@ class Pressure:
     def retried(self) -> None:
         with self._ready:
             self.retries += 1
+
+
+class Cancel:
+    """Lets another thread stop an execute() that waits for its result: the operation stream
+    is cancelled, and the server asked to drop the operation (CancelOperation, which REAPI
+    does not require: a server that refuses it just runs the action to no one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stream = None
+        self.cancelled = False
+
+    def watch(self, stream) -> None:
+        """The stream execute() now reads (cancelled at once if the cancel came first)."""
+        with self._lock:
+            self._stream = stream
+            if not self.cancelled:
+                return
+        stream.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            stream = self._stream
+        if stream is not None:
+            stream.cancel()
+
+
+CANCELLED = "cancelled: the job was done elsewhere first"
 
 
 class Client:
@@ -366,7 +396,17 @@ class Client:
                                                    action_result=result)
         self._unary(V2 + "ActionCache/UpdateActionResult", request, protos.ActionResult, "UpdateActionResult")
 
-    def execute(self, action: Key):
+    def cancel_operation(self, name: str) -> None:
+        """Ask the server to drop an operation no one waits for any more; one try, errors ignored."""
+        try:
+            self.channel.unary_unary(OPERATIONS + "CancelOperation", request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=protos.Empty.FromString)(
+                protos.CancelOperationRequest(name=name), timeout=min(5.0, self.endpoint.timeout),
+                metadata=self.metadata)
+        except grpc.RpcError:
+            pass
+
+    def execute(self, action: Key, cancel: Cancel | None = None):
         """Run the action (or take the server's cached result) and wait for it: an ExecuteResponse.
 
         Execute is safe to repeat (the same action digest: the server merges it with the
@@ -375,8 +415,10 @@ class Client:
         WaitExecution picks the same operation up again, and an operation the server has
         forgotten (NOT_FOUND) is executed again. A "not now" answer is retried with the
         same backoff as every other call; a server not heard from for remote_timeout, or
-        no result within remote_exec_timeout, means "compile here".
+        no result within remote_exec_timeout, means "compile here". `cancel` stops the wait
+        from another thread (RemoteError CANCELLED), dropping the operation on the server.
         """
+        cancel = cancel or Cancel()
         deadline = time.monotonic() + self.endpoint.exec_timeout
         execute = self.channel.unary_stream(V2 + "Execution/Execute", request_serializer=lambda m: m.SerializeToString(),
                                             response_deserializer=protos.Operation.FromString)
@@ -390,6 +432,10 @@ class Client:
         refusals = 0  # "not now" answers since the last progress
         while True:
             left = deadline - time.monotonic()
+            if cancel.cancelled:
+                if name:
+                    self.cancel_operation(name)
+                raise RemoteError(CANCELLED)
             if left <= 0:
                 raise too_slow
             what = "WaitExecution" if name else "Execute"
@@ -403,6 +449,7 @@ class Client:
                     stream = execute(protos.ExecuteRequest(instance_name=self.endpoint.instance,
                                                            action_digest=digest(action)),
                                      timeout=left, metadata=self.metadata)
+                cancel.watch(stream)
                 for op in stream:
                     heard, refusals = time.monotonic(), 0
                     name = op.name or name
@@ -419,6 +466,9 @@ class Client:
                     pushed_back = True
             except grpc.RpcError as e:
                 code = _code(e)
+                if cancel.cancelled:
+                    pushed_back = False
+                    continue  # the loop's top drops the operation
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() >= deadline:
                     raise too_slow from None
                 if code == grpc.StatusCode.NOT_FOUND and name:
