@@ -504,7 +504,8 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
     remote = [b for b in backends if b["source"] == "remote"]
     assert len(here) + len(remote) == len(objects)
     n, m = len(here), len(remote)
-    assert n > 0 and m > 0, f"the split: {n} here, {m} on the workers"
+    # Taken from the queue by the local slot, not only raced at the end: both sides worked at once.
+    assert any(not b.get("raced") for b in here) and m > 0, f"the split: {n} here, {m} on the workers"
     assert record["remote_local"] == n and record["remote_executed"] == m
     assert record["backend_compiles"] == n
     # A worker ran each of its jobs once; a run beyond those can only be a straggler the
