@@ -315,8 +315,9 @@ class Executor:
         A key another process is compiling is put aside: this process waits for it holding
         no slot, then takes the object from the cache, or compiles it itself if that
         process died or failed. One select() waits for a child to end (its pidfd), a slot
-        to come free (make's jobserver readable, or the lock directory's Waker) or a claim
-        to be let go (the Waker too): nothing is polled while inotify is available.
+        to come free (make's jobserver readable, or the lock directory's Waker), a claim
+        to be let go (the Waker too) or a remote answer (_Wake): nothing is polled while
+        inotify is available.
         """
         queue = list(reversed(pending))  # pop() takes the heaviest first
         aside: list[_Miss] = []  # keys another process is making
@@ -332,7 +333,10 @@ class Executor:
                     claimed = self._start(queue, aside, claimed, running)
                 if not running and (failures or (claimed is None and not queue and not aside and not self._sent)):
                     break
-                for child in self._wait(running, claimed is not None and not failures, bool(aside) and not failures):
+                # A job that waits for the workers only (remote_local off) waits for no slot:
+                # a jobserver with tokens to spare would wake this loop for nothing.
+                for_slot = claimed is not None and not failures and self._may_run_here(claimed[0])
+                for child in self._wait(running, for_slot, bool(aside) and not failures):
                     failure = self._reap(child)
                     if failure:
                         failures.append(failure)
@@ -490,8 +494,7 @@ class Executor:
                 sent.execution.cancel()
             if child.job.output in self._sendable and child.job.output not in self._unserved:
                 self._here.add(child.job.output)
-                if self.remote is not None:
-                    self.remote.compiled_here()
+                self.cache.stats.add("remote_local")
             self._done(self._compiled(child.job, child.start, end))
         return failure
 

@@ -113,7 +113,7 @@ class Session:
         """Ask the action cache for each job: one reply per job, in order, served or not (error says why).
 
         In cache mode a job it lacks is counted a miss here; in execute mode the executor
-        then send()s it, or compiles it here (compiled_here).
+        then send()s it (counted when taken), or compiles it here (remote_local).
         """
         replies = [Reply() for _ in work]
         if not work:
@@ -185,10 +185,6 @@ class Session:
         reply = Reply(execution.action.name, served, error)
         self._count(reply)
         return reply
-
-    def compiled_here(self) -> None:
-        """A job the action cache lacked was compiled here (execute mode), not on a worker."""
-        self.stats.add("remote_local")
 
     def _identity(self, w: Work) -> str:
         """cachekey.remote_key of a job: what every machine's identity Action for it names."""
