@@ -8,8 +8,8 @@ Each compile holds a slot (make's jobserver, or the machine's pool: slots.py) an
 on its key (locks.py), so links running at once share the cores and make no key twice.
 
 In remote execute mode the workers are a second side beside the local slots: the queue
-(longest first) feeds whichever side frees first, a local slot or room for one more
-execution in flight. Once the queue is empty, a free local slot races the job sent last
+(longest first) feeds whichever side frees first, a local slot or the workers (free
+when no job sent is waiting in the server's queue). Once the queue is empty, a free local slot races the job sent last
 that is still out (a straggler); the first result wins and the other is cancelled (the
 local compile killed, the remote operation dropped). Each job is stored once either way.
 """
@@ -414,7 +414,7 @@ class Executor:
         job = miss[0]
         work = self._sendable.get(job.output)
         if (work is None or job.output in self._unserved or self.remote is None or self._wake is None
-                or not self.remote.room(len(self._sent))):
+                or not self.remote.room([s.execution for s in self._sent.values()])):
             return False  # the workers failed it once already, or have no room now
         self._sent[job.output] = _Sent(self.remote.send(work, self._wake), miss)
         return True

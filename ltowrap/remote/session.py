@@ -26,7 +26,7 @@ from ..backend import PLACEHOLDERS, Job
 from ..fsutil import read_bytes
 from ..stats import Stats
 from . import action, protos
-from .client import Cancel, Client, Endpoint, Key, RemoteError, digest, key_of
+from .client import Client, Endpoint, Key, RemoteError, Running, digest, key_of
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -51,14 +51,13 @@ class Served:
 class Execution:
     """A job sent to the workers: its answer comes in `future` (session.taken reads it)."""
 
-    work: Work
     action: action.BackendAction
     future: Future
-    _cancel: Cancel
+    running: Running
 
     def cancel(self) -> None:
         """Stop waiting for it (the first result won elsewhere): the server is asked to drop it."""
-        self._cancel.cancel()
+        self.running.cancel()
         self.future.cancel()
 
 
@@ -163,18 +162,21 @@ class Session:
         if actions and not self.down:
             self._inputs = self._executor().submit(self._upload_inputs, actions)
 
-    def room(self, sent: int) -> bool:
-        """May one more job be sent, with `sent` already on the workers? (As many as requests may be in flight.)"""
-        return not self.down and self._inputs is not None and sent < max(1, int(self.client.pressure.limit))
+    def room(self, sent: list[Execution]) -> bool:
+        """May one more job be sent? While one sent job waits in the server's queue the workers
+        are all busy (it would only wait there): the local slots are the free side then.
+        At most as many as requests may be in flight."""
+        return (not self.down and self._inputs is not None and not any(e.running.queued for e in sent)
+                and len(sent) < max(1, int(self.client.pressure.limit)))
 
     def send(self, w: Work, wake: Callable[[], None]) -> Execution:
         """Have the job executed on the workers, in the background; `wake` is called (from
-        another thread) once its answer is in."""
+        another thread) when it leaves the server's queue and once its answer is in."""
         a = self.actions[w.job.output]
-        cancel = Cancel()
-        future = self._executor().submit(self._execute, a, cancel)
+        running = Running(wake)
+        future = self._executor().submit(self._execute, a, running)
         future.add_done_callback(lambda _: wake())
-        return Execution(w, a, future, cancel)
+        return Execution(a, future, running)
 
     def taken(self, execution: Execution) -> Reply:
         """The answer of a finished execution the executor uses (counted in the stats here)."""
@@ -224,13 +226,13 @@ class Session:
             self._give_up(e)
             return None, str(e)
 
-    def _execute(self, a: action.BackendAction, cancel: Cancel) -> tuple[Served | None, str]:
+    def _execute(self, a: action.BackendAction, running: Running) -> tuple[Served | None, str]:
         assert self._inputs is not None
         failed = self._inputs.result()
         if failed or self.down:
             return None, failed or self.down
         try:
-            response = self.client.execute(a.key, cancel)
+            response = self.client.execute(a.key, running)
             served, why = self._output(response.result, executed=not response.cached_result)
         except RemoteError as e:
             self._give_up(e)
