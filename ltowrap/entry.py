@@ -129,9 +129,16 @@ def _lld_route(real: list[str], args: list[str], settings: config.Settings) -> t
     """(our ld.lld entry, the real ld.lld) if this driver link should reach ltowrap's linker."""
     fuse, ld_path = driverargs.linker_choice(args)
     uses_lld = fuse == "lld" or fuse.endswith("ld.lld") or os.path.basename(ld_path).startswith("ld.lld")
-    if not uses_lld:
-        if not settings.use_lld or not (driverargs.wants_lto(args) or _has_bitcode(driverargs.inputs(args))):
+    if not driverargs.wants_lto(args):
+        # No -flto: only bitcode among the inputs makes it a ThinLTO link. lld also takes it
+        # from archives that -l finds; another linker cannot link bitcode without -flto.
+        candidates = driverargs.inputs(args)
+        if uses_lld:
+            candidates += driverargs.library_archives(args, os.environ.get("LIBRARY_PATH", ""))
+        if not _has_bitcode(candidates):
             return None
+    if not uses_lld and not settings.use_lld:
+        return None
     real_ld = ld_path if ld_path and os.path.basename(ld_path).startswith("ld.lld") else ""
     if not real_ld or toolchain.is_ltowrap(os.path.realpath(real_ld)):
         real_ld = toolchain.sibling(real[0], "ld.lld")

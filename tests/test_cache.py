@@ -298,7 +298,7 @@ def test_stats_json_after_known_sequence(project, tmp_path, tc22):
     build(project, tc22)  # 1 distributed link, N+1 hits, thin-link hit
     write(project / "native.c", "int main(void){ return 0; }\n")
     run([tc22.clang, "-c", "native.c"], project)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "native.o", "-o", "native"], project,
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "native.o", "-o", "native"], project,
         env={**os.environ, "LTOWRAP_CLANG": tc22.clang})  # passthrough
     s = stats_json()
     for key in ("links_distributed", "links_passthrough", "links_fallback", "backend_hits", "backend_misses",

@@ -270,7 +270,7 @@ def test_links_without_bitcode_are_not_counted_by_the_memo(tmp_path, tc22):
     write(d / "n.c", "int main(void) { return 0; }\n")
     run([tc22.clang, "-c", "n.c"], d)
     for _ in range(2):
-        run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "n.o", "-o", "n"], d, env=env_of(tc22))
+        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "n.o", "-o", "n"], d, env=env_of(tc22))
     s = stats_json()
     assert (s["links_passthrough"], s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (2, 0, 0, 0)
 
