@@ -112,15 +112,22 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     clang_var = config.ROWS["clang"].env
     env.setdefault(clang_var, os.path.realpath(real[0]))
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
-    from .driverline import linker_command
+    from .linkdirect import lane
+
+    direct = lane(real, with_lld, real_ld, settings)
+    if direct is not None and direct.restore(settings):
+        sys.exit(0)
+    from .driverline import linker_command, named_paths
 
     linker = linker_command(real, with_lld, real_ld, settings.cache_dir)
     if linker is not None:
         # The driver's whole job is this one link: run it here, sparing a second Python start.
         from .pipeline import run_linker
 
+        if direct is not None:
+            direct.driver_line(named_paths(linker, with_lld))
         os.environ.update(env)
-        sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld))
+        sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld, direct=direct))
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 
