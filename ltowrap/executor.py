@@ -392,6 +392,7 @@ class Executor:
             here = len(running) < self.res.jobs and self._may_run_here(claimed[0])
             ticket = self.res.gate.take() if here else None
             if ticket is not None:
+                self._unsent(claimed[0])
                 self._run_here(claimed, ticket, running)
             elif not self._send(claimed):
                 return claimed
@@ -409,12 +410,20 @@ class Executor:
         return (self.res.remote_local or job.output not in self._sendable or job.output in self._unserved
                 or self.remote is None or bool(self.remote.down))
 
+    def _unsent(self, job: Job) -> None:
+        """A job the workers could have had, compiled here because the service went down: a
+        remote error, as for the jobs it failed."""
+        if (job.output in self._sendable and job.output not in self._unserved and self.remote is not None
+                and self.remote.down):
+            self._unserved[job.output] = self.remote.down
+            self.cache.stats.add("remote_errors")
+
     def _send(self, miss: _Miss) -> bool:
         """Send the job to the workers if it may go and they have room."""
         job = miss[0]
         work = self._sendable.get(job.output)
         if (work is None or job.output in self._unserved or self.remote is None or self._wake is None
-                or not self.remote.room([s.execution for s in self._sent.values()])):
+                or not self.remote.room([s.execution for s in self._sent.values()], queue=not self.res.remote_local)):
             return False  # the workers failed it once already, or have no room now
         self._sent[job.output] = _Sent(self.remote.send(work, self._wake), miss)
         return True

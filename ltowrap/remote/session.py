@@ -162,12 +162,12 @@ class Session:
         if actions and not self.down:
             self._inputs = self._executor().submit(self._upload_inputs, actions)
 
-    def room(self, sent: list[Execution]) -> bool:
-        """May one more job be sent? While one sent job waits in the server's queue the workers
-        are all busy (it would only wait there): the local slots are the free side then.
-        At most as many as requests may be in flight."""
-        return (not self.down and self._inputs is not None and not any(e.running.queued for e in sent)
-                and len(sent) < max(1, int(self.client.pressure.limit)))
+    def room(self, sent: list[Execution], queue: bool) -> bool:
+        """May one more job be sent? At most as many as requests may be in flight; and unless
+        jobs may `queue` (no local side to give them to), none while a sent job waits in the
+        server's queue: the workers are all busy then, and it would only wait there."""
+        return (not self.down and self._inputs is not None and len(sent) < max(1, int(self.client.pressure.limit))
+                and (queue or not any(e.running.queued for e in sent)))
 
     def send(self, w: Work, wake: Callable[[], None]) -> Execution:
         """Have the job executed on the workers, in the background; `wake` is called (from
