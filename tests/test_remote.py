@@ -526,7 +526,7 @@ def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(proje
     the local object is used, and the remote operation is dropped (the worker is told)."""
     objects = many_modules(project, tc22, 3)
     with exec_server(tmp_path / "bgd", workers=0, toolchains=[toolchain_line(tc22)]) as server:
-        server.start_worker(stall=600)
+        server.start_worker(stall=120)  # far longer than the local compiles: only a race ends the link sooner
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
                       LTOWRAP_REMOTE_JOBS="1")
         done = link_all(project, env, objects, "prog")
