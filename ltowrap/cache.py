@@ -218,6 +218,10 @@ class Cache:
 
     def _write(self, path: str, blob: bytes, raise_error: bool = False) -> bool:
         try:
+            replaced = os.lstat(path).st_size  # an entry written anew (a memo's manifests): its bytes go
+        except OSError:
+            replaced = None
+        try:
             fsutil.atomic_write(path, blob)
         except OSError as e:
             self.stats.add("cache_write_errors")
@@ -227,6 +231,9 @@ class Cache:
             return False
         self.stats.add("bytes_added", len(blob))
         self.stats.add("files_added")
+        if replaced is not None:
+            self.stats.add("bytes_removed", replaced)
+            self.stats.add("files_removed")
         self.stored = True
         return True
 

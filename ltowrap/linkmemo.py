@@ -168,14 +168,7 @@ class Memo:
             return
         self._store_direct(files, result_key)
         manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
-        old = self.cache.path(LINKS, self.key)
-        try:
-            replaced = os.path.getsize(old)
-        except OSError:
-            replaced = 0
-        if self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode()) and replaced:
-            self.cache.stats.add("bytes_removed", replaced)
-            self.cache.stats.add("files_removed")
+        self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode())
 
     def _store_direct(self, files: list[tuple[str, str]], result_key: str) -> None:
         if self.direct is not None:
