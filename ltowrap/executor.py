@@ -100,7 +100,7 @@ class _Sent:
     execution: Execution
     miss: _Miss
     start: float = field(default_factory=time.time)
-    racer: int | None = None  # the pidfd of the local compile racing it
+    racer: _Running | None = None  # the local compile racing it
 
 
 class _Wake:
@@ -398,12 +398,12 @@ class Executor:
                 return claimed
             claimed = None
 
-    def _run_here(self, miss: _Miss, ticket: Ticket, running: dict[int, _Running]) -> int:
-        """Start the compile in this slot; its pidfd."""
+    def _run_here(self, miss: _Miss, ticket: Ticket, running: dict[int, _Running]) -> _Running:
+        """Start the compile in this slot."""
         with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
             child = self._spawn(*miss, ticket, mask)
             running[child.child.pidfd] = child
-        return child.child.pidfd
+        return child
 
     def _may_run_here(self, job: Job) -> bool:
         """False for a job that should wait for the workers (remote_local off)."""
@@ -457,7 +457,8 @@ class Executor:
             del self._sent[output]
             job, key, _ = sent.miss
             reply = self.remote.taken(sent.execution)
-            racer = running.get(sent.racer) if sent.racer is not None else None
+            # Still running? (A reaped racer's pidfd is closed, and its number may be another's now.)
+            racer = sent.racer if sent.racer is not None and running.get(sent.racer.child.pidfd) is sent.racer else None
             if reply.served is None:
                 self._unserved[output] = reply.error
                 if racer is None:  # compiled here instead (the racer, if any, goes on as an ordinary compile)
