@@ -27,7 +27,10 @@ and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_
   remote-busy   remote-cache through a busy server       cold build (publishes), clean
                 (BuildGrid answering 2 requests at once) rebuild with an empty local cache
   remote-exec   ltowrap, remote_mode=execute, two        cold build, link alone: server
-                workers on this machine                  cache hits, then cold
+                workers on this machine, every job sent  cache hits, then cold
+                to them (remote_local=false)
+  hybrid        remote-exec with the local slots on      cold build, cold link alone
+                (remote_local=true, the default)         (a fresh server for each)
 
 and measures every `make -j2` (wall, user+sys CPU, peak RSS of the largest process: the
 wait4 rusage of make, which covers all its descendants) and the link of the main binary
@@ -78,7 +81,7 @@ sys.path.insert(0, str(ROOT))
 from integration import debsrc  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
-REMOTE_CONFIGS = ("remote-cache", "remote-busy", "remote-exec")
+REMOTE_CONFIGS = ("remote-cache", "remote-busy", "remote-exec", "hybrid")
 SCRIPTS = Path(sys.executable).parent  # the venv's bin: ltowrap, ltowrap-clang
 DISTRIBUTOR = BENCH / "dtlto_local.py"
 MAKE_JOBS = 2
@@ -333,7 +336,9 @@ def configs(clang: Path, jobs: int, scratch: Path) -> list[Config]:
         Config("remote-cache", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache", "LTOWRAP_MEMO": "0"}),
         Config("remote-busy", wrapper, "-O2 -flto=thin", "", wrapped | {"LTOWRAP_REMOTE_MODE": "cache", "LTOWRAP_MEMO": "0"}),
         Config("remote-exec", wrapper, "-O2 -flto=thin", "",
-               wrapped | {"LTOWRAP_REMOTE_MODE": "execute", "LTOWRAP_MEMO": "0"}),
+               wrapped | {"LTOWRAP_REMOTE_MODE": "execute", "LTOWRAP_REMOTE_LOCAL": "0", "LTOWRAP_MEMO": "0"}),
+        Config("hybrid", wrapper, "-O2 -flto=thin", "",
+               wrapped | {"LTOWRAP_REMOTE_MODE": "execute", "LTOWRAP_REMOTE_LOCAL": "1", "LTOWRAP_MEMO": "0"}),
     ]
 
 
@@ -368,7 +373,8 @@ def summarise(record: dict) -> dict:
             "reason": record.get("reason"), "modules": record["modules"],
             "backend_compiles": record["backend_compiles"], "backend_hits": record["backend_hits"],
             "remote_hits": record.get("remote_hits", 0), "remote_executed": record.get("remote_executed", 0),
-            "remote_retries": record.get("remote_retries", 0),
+            "remote_retries": record.get("remote_retries", 0), "remote_local": record.get("remote_local", 0),
+            "remote_raced": record.get("remote_raced", 0),
             "thinlink_cached": record["thinlink_cached"], "phases": record.get("phases", {})}
 
 
@@ -550,12 +556,30 @@ def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
 
 
+def scenarios_hybrid(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
+    """The local slots and two loopback workers together: a cold build, then a cold link alone
+    (each on a fresh server, so no job is answered from its cache)."""
+    main = b.project.main_binary
+    reapi = _reapi()
+    clang = b.config.env["LTOWRAP_CLANG"]
+    toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
+    with reapi.exec_server(tmp / "bgd", workers=2, toolchains=[toolchain]) as server:
+        b.env["LTOWRAP_REMOTE"] = server.url
+        log = tmp / "cold-build.jsonl"
+        rec.add("hybrid: cold build", rep, b.build(log=log), log, main)
+    with reapi.exec_server(tmp / "bgd2", workers=2, toolchains=[toolchain]) as server:
+        b.env["LTOWRAP_REMOTE"] = server.url
+        _drop_local_objects(b)
+        log = tmp / "link-alone-cold.jsonl"
+        rec.add("hybrid: cold link alone", rep, b.link_alone(log=log), log, main)
+
+
 SCENARIOS = {"plain": scenarios_plain, "passthrough": scenarios_plain, "plain-default-ld": scenarios_plain,
              "passthrough-default-ld": scenarios_plain, "thin": scenarios_lld,
              "thin-cache": scenarios_thin_cache, "dtlto": scenarios_lld, "dtlto-ltowrap": scenarios_dtlto_ltowrap,
              "ltowrap": scenarios_ltowrap, "ltowrap-nomemo": scenarios_ltowrap,
              "thin-cache-ccache": scenarios_ccache, "ltowrap-ccache": scenarios_ccache, "remote-cache": scenarios_remote_cache,
-             "remote-busy": scenarios_remote_busy, "remote-exec": scenarios_remote_exec}
+             "remote-busy": scenarios_remote_busy, "remote-exec": scenarios_remote_exec, "hybrid": scenarios_hybrid}
 
 
 # ---------------------------------------------------------------- tables
@@ -631,6 +655,8 @@ REMOTE_ROWS = [
     ("remote-cache: link alone, remote hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
     ("remote-exec: link alone, server cache hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
     ("remote-exec: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local: compiled here"),
+    ("hybrid: cold build", "build", "ltowrap-nomemo: cold build", "local slots + 2 loopback workers"),
+    ("hybrid: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local slots + 2 loopback workers"),
 ]
 
 
@@ -748,6 +774,7 @@ def remote_table(samples: list[Sample]) -> tuple[list[str], dict]:
         first = next((s.ltowrap for s in samples if s.row == key and s.ltowrap), None)
         served = (f"{first['remote_executed']} executed, {first['remote_hits']} remote hits, "
                   f"{first['backend_compiles']} local"
+                  + (f" ({first['remote_raced']} raced)" if first.get("remote_raced") else "")
                   + (f", {first['remote_retries']} retries" if first.get("remote_retries") else "") if first else "")
         per_job = (value - base) / jobs * 1000 if value is not None and base is not None and jobs else None
         out.append("| " + " | ".join([key, fmt(value), fmt(base), f"{value / base:.2f}x" if value and base else "",
@@ -802,7 +829,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"), help="LLVM bin dir (needs DTLTO: 22+)")
     p.add_argument("--only", nargs="+", metavar="CONFIG", help="run only these configurations")
     p.add_argument("--remote", action="store_true",
-                   help="also remote-cache and remote-exec, on BuildGrid on loopback (needs Python 3.13, PostgreSQL)")
+                   help="also remote-cache, remote-busy, remote-exec and hybrid, on BuildGrid on loopback "
+                   "(needs Python 3.13, PostgreSQL)")
     p.add_argument("--out", type=Path, default=BENCH / "results", help="where the JSON and .md go")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (trees, caches, logs)")
     return p.parse_args()

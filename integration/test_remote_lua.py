@@ -44,7 +44,8 @@ def backend_jobs(tree: Path) -> int:
 
 def remote_toolchain(tmp_path: Path, url: str):
     tc = wrapper_toolchain(tmp_path, 22)
-    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute")
+    # Every job on the workers: what these tests watch (the hybrid has its own test).
+    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
     return tc
 
 
@@ -59,6 +60,34 @@ def test_lua_backends_on_two_workers(lua_src: Path, tmp_path: Path) -> None:
         assert s["remote_executed"] + s["remote_hits"] + s["backend_hits"] == backend_jobs(lua_src)
         ran = [server.worker_log(i).count(" done: status=0 exit=0") for i in range(2)]
         assert all(ran), f"every worker should have run jobs: {ran}"
+
+
+def test_lua_hybrid_local_slots_and_two_workers_same_binaries(lua_src: Path, tmp_path: Path) -> None:
+    """execute mode with the local slots on: both sides compile, each backend is made once, and
+    lua and luac are byte for byte a local build's."""
+    local = wrapper_toolchain(tmp_path / "local", 22)
+    make(lua_src, local, tmp_path / "local.log")
+    expected = {b: (lua_src / "src" / b).read_bytes() for b in ("lua", "luac")}
+    subprocess.run(["make", "-C", "src", "clean"], cwd=lua_src, check=True, capture_output=True)
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(CLANG)]) as server:
+        tc = wrapper_toolchain(tmp_path / "hybrid", 22)
+        tc.env.update(LTOWRAP_REMOTE=server.url, LTOWRAP_REMOTE_MODE="execute")
+        make(lua_src, tc, tmp_path / "hybrid.log")
+    run_lua(lua_src, tmp_path)
+    for b, data in expected.items():
+        assert (lua_src / "src" / b).read_bytes() == data, b
+    s = stats(tc)
+    assert s["remote_errors"] == 0 and s["backend_failures"] == 0
+    # Each backend once: here (remote_local), on a worker, or from the other link's object.
+    assert s["remote_local"] + s["remote_executed"] + s["remote_hits"] + s["backend_hits"] == backend_jobs(lua_src)
+    assert s["backend_misses"] == s["remote_local"]
+    assert s["remote_local"] > 0 and s["remote_executed"] > 0, s
+    records = links(tmp_path / "hybrid.log").values()
+    assert sum(r["remote_local"] for r in records) == s["remote_local"]
+    assert sum(r["remote_executed"] for r in records) == s["remote_executed"]
+    print("split per link (here, workers, raced):",
+          {os.path.basename(r["argv"][r["argv"].index("-o") + 1]): (r["remote_local"], r["remote_executed"],
+                                                                     r.get("remote_raced", 0)) for r in records})
 
 
 def test_worker_killed_mid_job_still_builds(lua_src: Path, tmp_path: Path) -> None:

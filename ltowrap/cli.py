@@ -86,6 +86,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
             f"  Hits (action cache):      {s['remote_hits']}",
             f"  Misses:                   {s['remote_misses']}",
             f"  Executed on workers:      {s['remote_executed']}",
+            f"  Compiled here beside them: {s['remote_local']} ({s['remote_raced']} raced a worker)",
             f"  Errors (compiled here):   {s['remote_errors']}",
             f"  Published:                {s['remote_uploads']} ({s['remote_upload_errors']} failed)",
             f"  Retried (server busy):    {s['remote_retries']}",

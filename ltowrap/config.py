@@ -198,6 +198,8 @@ class Settings:
     remote_platform = Setting("", _platform, "platform properties of remote actions, 'name=value,name=value' "
                               "(e.g. OSFamily=linux,container-image=docker://...); default OSFamily=<this OS>")
     remote_compiler = Setting("", _str, "path of clang on the remote workers (default: the same path as here)")
+    remote_local = Setting(True, parse_bool, "execute mode: compile here too, beside the workers (each job goes to "
+                           "whichever side frees first); false: here only what the workers cannot")
     remote_jobs = Setting(16, _int, "remote requests in flight at most (fewer while the server pushes back)")
     remote_timeout = Setting(30.0, _seconds, "seconds one remote request may take")
     remote_exec_timeout = Setting(600.0, _seconds, "seconds one remote execution may take, queueing included")

@@ -6,6 +6,12 @@ link. A backend result counts only if clang exited 0, the object is non-empty, a
 did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM issue 75441).
 Each compile holds a slot (make's jobserver, or the machine's pool: slots.py) and a claim
 on its key (locks.py), so links running at once share the cores and make no key twice.
+
+In remote execute mode the workers are a second side beside the local slots: the queue
+(longest first) feeds whichever side frees first, a local slot or the workers (free
+when no job sent is waiting in the server's queue). Once the queue is empty, a free local slot races the job sent last
+that is still out (a straggler); the first result wins and the other is cancelled (the
+local compile killed, the remote operation dropped). Each job is stored once either way.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +37,7 @@ from .progress import Progress
 from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
-    from .remote.session import Session
+    from .remote.session import Execution, Session, Work
 
 
 class BackendCommand:
@@ -87,6 +94,54 @@ class _Running:
 
 
 @dataclass
+class _Sent:
+    """A job out on the remote workers (execute mode)."""
+
+    execution: Execution
+    miss: _Miss
+    start: float = field(default_factory=time.time)
+    racer: _Running | None = None  # the local compile racing it
+
+
+class _Wake:
+    """A descriptor select() sees readable once a remote answer is in (written from the answer's thread).
+
+    Closed under its lock: a late answer (a cancelled execution) never writes to a
+    descriptor number that has been reused since.
+    """
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if not self._closed:
+                try:
+                    os.write(self._write, b"x")
+                except BlockingIOError:  # already readable
+                    pass
+
+    def fd(self) -> int:
+        return self._read
+
+    def drain(self) -> None:
+        try:
+            while os.read(self._read, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self._read)
+                os.close(self._write)
+
+
+@dataclass
 class Resources:
     """What the backend jobs of one run share (jobrun.JobRun.executor builds it)."""
 
@@ -99,6 +154,7 @@ class Resources:
     verbose: bool = False  # backend warnings on stderr as they come (else in the log only)
     progress: Progress | None = None
     remote: Session | None = None
+    remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
 
 
 @dataclass
@@ -112,6 +168,11 @@ class Executor:
     output: dict[str, str] = field(default_factory=dict)  # job output -> what its compiler printed (warnings)
     _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
     _waited: set[str] = field(default_factory=set)  # outputs whose key another process was making
+    _sendable: dict[str, Work] = field(default_factory=dict)  # execute mode: job output -> its remote work
+    _sent: dict[str, _Sent] = field(default_factory=dict)  # job output -> out on the workers now
+    _here: set[str] = field(default_factory=set)  # sendable job outputs compiled here (the local side's share)
+    _raced: set[str] = field(default_factory=set)  # job outputs run on both sides at once
+    _wake: _Wake | None = None
 
     @property
     def cache(self) -> Cache:
@@ -140,11 +201,15 @@ class Executor:
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if o.job.output in self._unrecorded else None,
-                                       output=self.output.get(o.job.output), waited=o.waited or None)
+                                       output=self.output.get(o.job.output), waited=o.waited or None,
+                                       raced=o.job.output in self._raced or None)
                            for o in self.outcomes]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
             record.remote_executed = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
+            if self.remote.mode == "execute":
+                record.remote_local = len(self._here)
+                record.remote_raced = len(self._raced) or None
             record.remote_down = self.remote.down or None
             record.remote_retries = self.remote.retries or None
 
@@ -204,29 +269,38 @@ class Executor:
                        for p in pending])
 
     def _serve_remotely(self, pending: list[_Pending]) -> list[_Pending]:
-        """Ask the remote service for these jobs; what it cannot serve is left to compile here."""
+        """Ask the remote action cache for these jobs; returns those left to make.
+
+        In execute mode the ones it lacked may be sent to the workers (_sendable), their
+        inputs uploading in the background while the local slots start.
+        """
         from .remote.session import Work
 
         assert self.remote is not None
         t = time.time()
         work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
-        keys = {p.job.output: p.key for p in pending}
         left: list[_Pending] = []
-        # A job another process is having executed is not sent again: it waits for that
-        # one's object in the local cache (claims are let go once this batch is back).
-        replies = self.remote.serve(work, lambda w: self._claim(keys[w.job.output]))
-        for p, reply in zip(pending, replies):
+        for p, w, reply in zip(pending, work, self.remote.lookup(work)):
             if reply.served is None:
-                self._unserved[p.job.output] = reply.error
+                if reply.error:
+                    self._unserved[p.job.output] = reply.error
+                elif self.remote.mode == "execute":
+                    self._sendable[p.job.output] = w
                 left.append(p)
                 continue
-            _write(p.job.output, reply.served.obj)
-            self._warnings(p.job, reply.served.stderr)
-            self.cache.put(OBJECTS, p.key, {"seconds": 0, "remote": reply.action}, reply.served.obj)  # local backfill
-            self._release(p.key)
-            source = REMOTE_EXECUTED if reply.served.executed else REMOTE_CACHED
-            self._done(Outcome(p.job, source, t, time.time(), reply.action))
+            self._remote_object(p.job, p.key, reply.served, reply.action, t)
+        if self._sendable:
+            self.remote.prepare(list(self._sendable.values()))
         return left
+
+    def _remote_object(self, job: Job, key: str, served, action: str, start: float) -> None:  # served: session.Served
+        """Take an object the remote served: written, backfilled into the local cache, its claim let go."""
+        _write(job.output, served.obj)
+        self._warnings(job, served.stderr)
+        self.cache.put(OBJECTS, key, {"seconds": 0, "remote": action}, served.obj)
+        self._release(key)
+        self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
+                           waited=job.output in self._waited))
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
         text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"
@@ -241,26 +315,39 @@ class Executor:
         A key another process is compiling is put aside: this process waits for it holding
         no slot, then takes the object from the cache, or compiles it itself if that
         process died or failed. One select() waits for a child to end (its pidfd), a slot
-        to come free (make's jobserver readable, or the lock directory's Waker) or a claim
-        to be let go (the Waker too): nothing is polled while inotify is available.
+        to come free (make's jobserver readable, or the lock directory's Waker), a claim
+        to be let go (the Waker too) or a remote answer (_Wake): nothing is polled while
+        inotify is available.
         """
         queue = list(reversed(pending))  # pop() takes the heaviest first
         aside: list[_Miss] = []  # keys another process is making
         claimed: _Miss | None = None  # claimed, waiting for a slot
         running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
+        if self._sendable:
+            self._wake = _Wake()
         try:
             while True:
                 if not failures:
                     queue += self._settled(aside)
                     claimed = self._start(queue, aside, claimed, running)
-                if not running and (failures or (claimed is None and not queue and not aside)):
+                if not running and (failures or (claimed is None and not queue and not aside and not self._sent)):
                     break
-                for child in self._wait(running, claimed is not None and not failures, bool(aside) and not failures):
+                # A job that waits for the workers only (remote_local off) waits for no slot:
+                # a jobserver with tokens to spare would wake this loop for nothing.
+                for_slot = claimed is not None and not failures and self._may_run_here(claimed[0])
+                for child in self._wait(running, for_slot, bool(aside) and not failures):
                     failure = self._reap(child)
                     if failure:
                         failures.append(failure)
+                queue += self._landed(running)
         finally:
+            for sent in self._sent.values():
+                sent.execution.cancel()
+            self._sent.clear()
+            if self._wake is not None:
+                self._wake.close()
+                self._wake = None
             for child in running.values():
                 child.child.kill(signal.SIGTERM)
                 self.res.gate.give(child.ticket)
@@ -286,8 +373,9 @@ class Executor:
 
     def _start(self, queue: list[_Miss], aside: list[_Miss], claimed: _Miss | None,
                running: dict[int, _Running]) -> _Miss | None:
-        """Start compiles while there are slots; returns the claimed job still waiting for one."""
-        while len(running) < self.res.jobs:
+        """Start jobs while a side has room (a local slot first: it costs no transfer); returns
+        the claimed job still waiting for one. With the queue empty, free slots race stragglers."""
+        while True:
             while claimed is None and queue:
                 job, key, argv = queue.pop()
                 if not self._claim(key):
@@ -299,15 +387,89 @@ class Executor:
                 else:
                     claimed = (job, key, argv)
             if claimed is None:
+                self._race(running)
                 return None
-            ticket = self.res.gate.take()
-            if ticket is None:
+            here = len(running) < self.res.jobs and self._may_run_here(claimed[0])
+            ticket = self.res.gate.take() if here else None
+            if ticket is not None:
+                self._unsent(claimed[0])
+                self._run_here(claimed, ticket, running)
+            elif not self._send(claimed):
                 return claimed
-            with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
-                child = self._spawn(*claimed, ticket, mask)
-                running[child.child.pidfd] = child
             claimed = None
-        return claimed
+
+    def _run_here(self, miss: _Miss, ticket: Ticket, running: dict[int, _Running]) -> _Running:
+        """Start the compile in this slot."""
+        with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
+            child = self._spawn(*miss, ticket, mask)
+            running[child.child.pidfd] = child
+        return child
+
+    def _may_run_here(self, job: Job) -> bool:
+        """False for a job that should wait for the workers (remote_local off)."""
+        return (self.res.remote_local or job.output not in self._sendable or job.output in self._unserved
+                or self.remote is None or bool(self.remote.down))
+
+    def _unsent(self, job: Job) -> None:
+        """A job the workers could have had, compiled here because the service went down: a
+        remote error, as for the jobs it failed."""
+        if (job.output in self._sendable and job.output not in self._unserved and self.remote is not None
+                and self.remote.down):
+            self._unserved[job.output] = self.remote.down
+            self.cache.stats.add("remote_errors")
+
+    def _send(self, miss: _Miss) -> bool:
+        """Send the job to the workers if it may go and they have room."""
+        job = miss[0]
+        work = self._sendable.get(job.output)
+        if (work is None or job.output in self._unserved or self.remote is None or self._wake is None
+                or not self.remote.room([s.execution for s in self._sent.values()], queue=not self.res.remote_local)):
+            return False  # the workers failed it once already, or have no room now
+        self._sent[job.output] = _Sent(self.remote.send(work, self._wake), miss)
+        return True
+
+    def _race(self, running: dict[int, _Running]) -> None:
+        """Free local slots compile the jobs still out on the workers too, the one sent last first
+        (the furthest from done); the first result wins (_reap, _landed)."""
+        if not self.res.remote_local:
+            return
+        for output in reversed(list(self._sent)):
+            sent = self._sent[output]
+            if sent.racer is not None or sent.execution.future.done():
+                continue
+            ticket = self.res.gate.take() if len(running) < self.res.jobs else None
+            if ticket is None:
+                return
+            sent.racer = self._run_here(sent.miss, ticket, running)
+            self._raced.add(output)
+            self.cache.stats.add("remote_raced")
+
+    def _landed(self, running: dict[int, _Running]) -> list[_Miss]:
+        """Take the remote answers that are in; returns the jobs the workers could not make, to compile here."""
+        if self._wake is None:
+            return []
+        self._wake.drain()
+        assert self.remote is not None
+        again: list[_Miss] = []
+        for output, sent in list(self._sent.items()):
+            if not sent.execution.future.done():
+                continue
+            del self._sent[output]
+            job, key, _ = sent.miss
+            reply = self.remote.taken(sent.execution)
+            # Still running? (A reaped racer's pidfd is closed, and its number may be another's now.)
+            racer = sent.racer if sent.racer is not None and running.get(sent.racer.child.pidfd) is sent.racer else None
+            if reply.served is None:
+                self._unserved[output] = reply.error
+                if racer is None:  # compiled here instead (the racer, if any, goes on as an ordinary compile)
+                    again.append(sent.miss)
+                continue
+            if racer is not None:  # the worker won: the local compile stops, its slot is free again
+                del running[racer.child.pidfd]
+                racer.child.kill(signal.SIGTERM)
+                self.res.gate.give(racer.ticket)
+            self._remote_object(job, key, reply.served, reply.action, sent.start)
+        return again
 
     def _wait(self, running: dict[int, _Running], for_slot: bool, for_claims: bool) -> list[_Running]:
         """Wait for a child to end, or for a slot or a claim to be let go; returns the children that ended."""
@@ -320,6 +482,8 @@ class Executor:
         if for_claims:
             fds += claims.fds()
             timeouts.append(claims.timeout)
+        if self._sent and self._wake is not None:
+            fds.append(self._wake.fd())
         timeout = min((t for t in timeouts if t is not None), default=None)
         ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
         self.cache.locks.drain()
@@ -335,6 +499,12 @@ class Executor:
         finally:
             self._release(child.key)  # after the store: a waiter finds the object
         if not failure:
+            sent = self._sent.pop(child.job.output, None)
+            if sent is not None:  # this compile won its race: the worker's run is dropped
+                sent.execution.cancel()
+            if child.job.output in self._sendable and child.job.output not in self._unserved:
+                self._here.add(child.job.output)
+                self.cache.stats.add("remote_local")
             self._done(self._compiled(child.job, child.start, end))
         return failure
 

@@ -81,7 +81,7 @@ class JobRun:
         bar = progress.for_link(name, total, s.progress)
         session = remote.connect(s, self.stats, identity, digest_of)
         res = Resources(self.cache, identity, gate.jobs, gate, per_module_options=s.backend_opts == "module",
-                        debug=s.debug, verbose=s.verbose, progress=bar, remote=session)
+                        debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local)
         executor = Executor(backend, res, digest_of)
         try:
             yield executor

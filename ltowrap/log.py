@@ -23,6 +23,7 @@ class Backend:
     recorded: bool | None = None  # False: the module had no option record (its own facts were used)
     output: str | None = None  # what the compile printed (warnings), kept out of the build's stderr
     waited: bool | None = None  # another process was making the same object: this one waited for it
+    raced: bool | None = None  # run here and on a worker at once; `source` says which won
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Record:
     slots: str | None = None  # where backend compiles got their slots: 'jobserver' (make's) or 'pool' (the machine's)
     remote_hits: int | None = None
     remote_executed: int | None = None
+    remote_local: int | None = None  # execute mode: jobs compiled here beside the workers (the split: this and remote_executed)
+    remote_raced: int | None = None  # execute mode: jobs run on both sides at once, the first result won
     remote_down: str | None = None
     remote_retries: int | None = None  # requests asked again after a "not now" answer
 

@@ -44,6 +44,8 @@ COUNTERS: dict[str, str] = {
     "remote_hits": "backend objects served by the remote action cache",
     "remote_misses": "backend compiles the remote action cache did not have",
     "remote_executed": "backend compiles run on remote workers",
+    "remote_local": "execute mode: backend compiles the action cache lacked that ran here, beside the workers",
+    "remote_raced": "execute mode: jobs run here and on a worker at once (a straggler); the first result won, the other was cancelled",
     "remote_errors": "backend compiles the remote could not serve (down, timeout, failed or rejected), run locally",
     "remote_uploads": "locally compiled objects published to the remote action cache",
     "remote_upload_errors": "objects that could not be published",

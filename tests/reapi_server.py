@@ -178,8 +178,11 @@ def _q(s: str) -> str:
     return json.dumps(s)
 
 
-def _storage_yaml(cache_failed_actions: bool) -> str:
-    return f"""\
+def _storage_yaml(cache_failed_actions: bool, client_updates: bool = True) -> str:
+    """The CAS and the action cache clients see (&ac); the scheduler writes to &sched_ac, which
+    is &ac itself unless clients may not write it (BuildGrid's read-only cache refuses the
+    scheduler too, so a read-only &ac gets a writable one of the scheduler's own)."""
+    text = f"""\
 storages:
   - !lru-storage &cas
     size: 512MB
@@ -187,9 +190,18 @@ caches:
   - !lru-action-cache &ac
     storage: *cas
     max-cached-refs: 100000
+    allow-updates: {str(client_updates).lower()}
+    cache-failed-actions: {str(cache_failed_actions).lower()}
+"""
+    if not client_updates:
+        text += f"""\
+  - !lru-action-cache &sched_ac
+    storage: *cas
+    max-cached-refs: 100000
     allow-updates: true
     cache-failed-actions: {str(cache_failed_actions).lower()}
 """
+    return text
 
 
 @dataclass(frozen=True)
@@ -265,7 +277,7 @@ instances:
 
 
 def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
-                match_keys: tuple[str, ...] = ()) -> str:
+                match_keys: tuple[str, ...] = (), client_updates: bool = True) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
@@ -273,6 +285,8 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     advertises the same value) else a wildcard key (accepted, ignored for matching).
     match_keys are further match keys (container-image, a pool name: what a deployment
     selects its workers by). Any other key makes Execute fail with FAILED_PRECONDITION.
+    client_updates: whether clients may write the action cache (UpdateActionResult; the
+    capabilities say so); if not, what the scheduler caches is not in the one clients read.
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
@@ -287,12 +301,12 @@ connections:
     connection-string: {_q(db_url)}
     pool-size: 10
     max-overflow: 20
-""" + _storage_yaml(cache_failed_actions=False) + f"""\
+""" + _storage_yaml(cache_failed_actions=False, client_updates=client_updates) + f"""\
 schedulers:
   - !sql-scheduler &sched
     sql: *sql
     storage: *cas
-    action-cache: *ac
+    action-cache: {"*ac" if client_updates else "*sched_ac"}
     property-set: !dynamic-property-set
       {keys}
     bot-session-keepalive-timeout: {BOT_KEEPALIVE_S}
@@ -497,8 +511,10 @@ class ExecServer:
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self.workers]
 
-    def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = ()) -> subprocess.Popen[bytes]:
-        """Start one more worker (advertising `extra` properties too); with wait, return once its bot session exists."""
+    def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = (),
+                     stall: float = 0.0) -> subprocess.Popen[bytes]:
+        """Start one more worker (advertising `extra` properties too; `stall`: seconds it waits
+        before running each action, a slow worker); with wait, return once its bot session exists."""
         i = len(self.workers)
         ready = self.workdir / f"worker{i}.ready"
         log = self.workdir / f"worker{i}.log"
@@ -506,6 +522,8 @@ class ExecServer:
                 "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready)]
         for k, v in (*self.worker_properties, *extra):
             argv += ["--property", f"{k}={v}"]
+        if stall:
+            argv += ["--stall", str(stall)]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=self.workdir)
@@ -541,13 +559,14 @@ def exec_server(
     instance: str = "",
     toolchains: list[str] | None = None,
     match_keys: tuple[str, ...] = (),
+    client_updates: bool = True,
 ) -> Iterator[ExecServer]:
     """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
 
     toolchains: values of ltowrap-toolchain the workers advertise; the key is then a
     match key, so an action runs only where its value is advertised. None makes the key
     a wildcard: any value is accepted and ignored for matching. Workers always
-    advertise OSFamily=linux.
+    advertise OSFamily=linux. client_updates: see exec_config.
     """
     python = buildgrid_python()
     if not (PG_BIN / "initdb").exists():
@@ -567,7 +586,8 @@ def exec_server(
             raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
 
         def make_config(port: int) -> str:
-            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys)
+            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys,
+                               client_updates=client_updates)
 
         port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
         props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]

@@ -16,7 +16,7 @@ lets a SIGKILLed worker's job finish on another worker.
 Usage (see tests/reapi_server.py, which starts these):
     python reapi_worker.py --url grpc://127.0.0.1:PORT [--instance NAME]
         [--property OSFamily=linux] [--property ltowrap-toolchain=VALUE ...]
-        [--ready-file PATH] [--inline-stdio]
+        [--ready-file PATH] [--inline-stdio] [--stall SECONDS]
 """
 
 from __future__ import annotations
@@ -283,17 +283,20 @@ class Job:
     worker_name: str
     keep_dirs: bool
     inline_stdio: bool
+    stall: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
     status: status_pb2.Status = field(default_factory=status_pb2.Status)
     result: re_pb2.ActionResult = field(default_factory=re_pb2.ActionResult)
     proc: subprocess.Popen[bytes] | None = None
     cancelled: bool = False
+    _woken: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         threading.Thread(target=self._run_guarded, name=f"job-{self.lease.id}", daemon=True).start()
 
     def cancel(self) -> None:
         self.cancelled = True
+        self._woken.set()
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
@@ -336,6 +339,12 @@ class Job:
             for rel in list(command.output_paths) + list(command.output_files) + list(command.output_directories):
                 (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
             meta.input_fetch_completed_timestamp.CopyFrom(now_ts())
+            if self.stall:
+                log(f"lease {self.lease.id} stalling {self.stall:g} s")
+                self._woken.wait(self.stall)  # a slow worker; a cancel ends the wait
+            if self.cancelled:
+                log(f"lease {self.lease.id} cancelled before it ran")
+                return
 
             env = {v.name: v.value for v in command.environment_variables}
             timeout = action.timeout.ToTimedelta().total_seconds() if action.HasField("timeout") else None
@@ -402,6 +411,7 @@ class Worker:
     ready_file: Path | None
     keep_dirs: bool
     inline_stdio: bool
+    stall: float = 0.0
 
     def __post_init__(self) -> None:
         target = self.url.removeprefix("grpc://")
@@ -471,7 +481,7 @@ class Worker:
             if lease.state == bots_pb2.LeaseState.ACTIVE and lease.id not in self.jobs:
                 log(f"lease {lease.id}")
                 job = Job(lease=lease, cas=self.cas, worker_name=self.bot_id,
-                          keep_dirs=self.keep_dirs, inline_stdio=self.inline_stdio)
+                          keep_dirs=self.keep_dirs, inline_stdio=self.inline_stdio, stall=self.stall)
                 self.jobs[lease.id] = job
                 job.start()
             elif lease.state == bots_pb2.LeaseState.ACTIVE and self.jobs[lease.id].done.is_set():
@@ -506,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ready-file", type=Path, default=None, help="written once the bot session exists")
     ap.add_argument("--keep-dirs", action="store_true", help="keep job directories (debugging)")
     ap.add_argument("--inline-stdio", action="store_true", help="also put stdout/stderr in *_raw fields")
+    ap.add_argument("--stall", type=float, default=0.0, help="seconds to wait before running each action (a slow worker)")
     args = ap.parse_args(argv)
     props = [tuple(p.split("=", 1)) for p in args.property] or [("OSFamily", "linux")]
     if any(len(p) != 2 for p in props):
@@ -519,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         ready_file=args.ready_file,
         keep_dirs=args.keep_dirs,
         inline_stdio=args.inline_stdio,
+        stall=args.stall,
     )
 
     def stop(*_: object) -> None:

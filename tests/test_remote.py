@@ -203,13 +203,13 @@ def toolchain_line(tc: Toolchain) -> str:
 def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgrid):
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         link(project, env)
         assert run([str(project / "prog")], project).stdout == expected
         c = counters(env)
         assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
         # Another machine: the server answers from its action cache, nothing runs again.
-        b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         link(project, b, "prog-b")
         assert counters(b)["remote_hits"] == 4 and counters(b)["remote_executed"] == 0
         assert (project / "prog-b").read_bytes() == (project / "prog").read_bytes()
@@ -250,6 +250,7 @@ def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
     with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
         # The toolchain is a platform property here because the user lists it.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
+                      LTOWRAP_REMOTE_LOCAL="0",
                       LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux,ltowrap-toolchain={toolchain_line(tc22)}")
         builds_locally(project, env, expected, "remote_exec_timeout")
 
@@ -272,7 +273,7 @@ def test_execute_mode_two_links_at_once_send_each_action_once(project, tmp_path,
     again by the other, which waits for its object in the local cache."""
     expected = prepared(project, tc22)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute")
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "add.o", "mul.o", "twice.o"]
         procs = [subprocess.Popen([*argv, "-o", f"prog-{i}"], cwd=project, env=env, stderr=subprocess.PIPE, text=True)
                  for i in (1, 2)]
@@ -396,7 +397,7 @@ def test_platform_and_worker_compiler_reach_the_action(project, tmp_path, tc22, 
     with exec_server(tmp_path / "bgd", workers=0, match_keys=("container-image",)) as server:
         server.start_worker()  # another pool: no image property
         server.start_worker(extra=(("container-image", image),))
-        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute",
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0",
                       LTOWRAP_REMOTE_PLATFORM=f"OSFamily=linux, container-image={image}",
                       LTOWRAP_REMOTE_COMPILER=str(worker_clang))
         done = link(project, env)
@@ -451,3 +452,115 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         said = doctor("OSFamily=linux,container-image=docker://elsewhere")
         assert "[FAIL] remote probe (OSFamily=linux,container-image=docker://elsewhere)" in said
         assert server.worker_log(0).count(" done: status=0 exit=0") == 1
+
+
+def many_modules(d: Path, tc: Toolchain, n: int) -> list[str]:
+    """n modules of different sizes (so longest-first has an order) and a main that calls
+    them all, compiled to ThinLTO objects; returns the object names, main's first."""
+    calls = []
+    for i in range(n):
+        body = "".join(f"    for (int j{k} = 0; j{k} < x % {k + 3}; j{k}++) x = x * {2 * k + 3} + {i};\n"
+                       for k in range(1 + i % 6))
+        write(d / f"m{i}.c", f"int f{i}(int x) {{\n{body}    return x;\n}}\n")
+        calls.append(f"acc = (acc + f{i}(acc + {i})) % 1000003;")
+    write(d / "main.c", "#include <stdio.h>\n" + "".join(f"int f{i}(int);\n" for i in range(n))
+          + "int main(void) {\n    int acc = 1;\n    " + "\n    ".join(calls)
+          + '\n    printf("%d\\n", acc);\n    return 0;\n}\n')
+    objects = ["main.o", *(f"m{i}.o" for i in range(n))]
+    for o in objects:
+        run([tc.clang, "-O2", "-flto=thin", "-c", o[:-2] + ".c", "-o", o], d)
+    return objects
+
+
+def link_all(d: Path, env: dict, objects: list[str], out: str) -> subprocess.CompletedProcess[str]:
+    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", out, *objects], d, env=env)
+
+
+def worker_runs(server, workers: int) -> int:
+    """Actions the test workers ran to the end, successfully."""
+    return sum(server.worker_log(i).count(" done: status=0 exit=0") for i in range(workers))
+
+
+@pytest.mark.slow
+def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, buildgrid):
+    """execute mode with the local slots on (the default): each job is made once, by one side,
+    the split is in the link's log line and in the stats, and the binary is a local build's."""
+    objects = many_modules(project, tc22, 24)
+    local = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "local")}
+    link_all(project, local, objects, "prog-local")
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
+        # One local slot and two executions in flight: both sides have work to take.
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
+                      LTOWRAP_REMOTE_JOBS="2")
+        done = link_all(project, env, objects, "prog")
+        ran = worker_runs(server, 2)
+    assert "ltowrap:" not in done.stderr
+    assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()
+    assert run([str(project / "prog")], project).stdout == run([str(project / "prog-local")], project).stdout
+    record = links_of(tmp_path / "a.log")[-1]
+    backends = record["backends"]
+    assert sorted(b["module"] for b in backends) == sorted(objects), "a job made twice or not at all"
+    here = [b for b in backends if b["source"] == "compiled"]
+    remote = [b for b in backends if b["source"] == "remote"]
+    assert len(here) + len(remote) == len(objects)
+    n, m = len(here), len(remote)
+    # Taken from the queue by the local slot, not only raced at the end: both sides worked at once.
+    assert any(not b.get("raced") for b in here) and m > 0, f"the split: {n} here, {m} on the workers"
+    assert record["remote_local"] == n and record["remote_executed"] == m
+    assert record["backend_compiles"] == n
+    # A worker ran each of its jobs once; a run beyond those can only be a straggler the
+    # local side raced and won while the worker finished it anyway (its answer unused).
+    lost_races = sum(1 for b in here if b.get("raced"))
+    assert m <= ran <= m + lost_races, (ran, m, lost_races)
+    c = counters(env)
+    assert c["remote_local"] == n and c["remote_executed"] == m and c["backend_misses"] == n
+    assert c["remote_errors"] == 0 and c["backend_failures"] == 0
+    assert c["remote_raced"] == record.get("remote_raced", 0)
+    report = run([wrapper("ltowrap"), "stats"], tmp_path, env=env).stdout
+    assert f"Executed on workers:      {m}" in report and f"Compiled here beside them: {n}" in report
+
+
+@pytest.mark.slow
+def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(project, tmp_path, tc22, buildgrid):
+    """The one worker stalls: once the queue is empty the local slot runs the job it holds too,
+    the local object is used, and the remote operation is dropped (the worker is told)."""
+    objects = many_modules(project, tc22, 3)
+    with exec_server(tmp_path / "bgd", workers=0, toolchains=[toolchain_line(tc22)]) as server:
+        server.start_worker(stall=120)  # far longer than the local compiles: only a race ends the link sooner
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
+                      LTOWRAP_REMOTE_JOBS="1")
+        done = link_all(project, env, objects, "prog")
+        record = links_of(tmp_path / "a.log")[-1]
+        raced = [b for b in record["backends"] if b.get("raced")]
+        assert len(raced) == 1 and raced[0]["source"] == "compiled", record["backends"]
+        assert record["remote_raced"] == 1 and record["remote_local"] == len(objects)
+        assert record.get("remote_executed", 0) == 0
+        # The worker hears of the cancel at its next heartbeat.
+        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), "the worker's lease to be revoked")
+        assert worker_runs(server, 1) == 0
+    assert "ltowrap:" not in done.stderr
+    c = counters(env)
+    assert c["remote_raced"] == 1 and c["remote_local"] == len(objects) and c["remote_executed"] == 0
+    assert c["remote_errors"] == 0 and c["backend_misses"] == len(objects)
+
+
+@pytest.mark.slow
+def test_execute_mode_with_a_read_only_action_cache_uses_the_result_and_publishes_nothing(project, tmp_path, tc22,
+                                                                                          buildgrid):
+    """A server whose action cache refuses clients' updates (update_enabled false): the executed
+    objects are used, and nothing is put under the identity Actions (nor tried)."""
+    expected = prepared(project, tc22)
+    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)], client_updates=False) as server:
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
+        done = link(project, env)
+        assert run([str(project / "prog")], project).stdout == expected and "ltowrap:" not in done.stderr
+        c = counters(env)
+        assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
+        assert c["remote_uploads"] == c["remote_upload_errors"] == 0
+        client = Client(Endpoint(server.url))
+        assert client.capabilities().cache_capabilities.action_cache_update_capabilities.update_enabled is False
+        for b in links_of(tmp_path / "a.log")[-1]["backends"]:
+            h, size = b["action"].split("/")
+            assert client.get_action_result((h, int(size))) is None, b["module"]
+        client.close()
+        assert "Updating cache not allowed" not in (tmp_path / "bgd" / "bgd-exec.log").read_text(errors="replace")

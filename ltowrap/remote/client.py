@@ -20,7 +20,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 V2 = "/build.bazel.remote.execution.v2."
+OPERATIONS = "/google.longrunning.Operations/"
 BYTESTREAM = "/google.bytestream.ByteStream/"
 # Requests larger than this go through ByteStream: 4 MiB is grpc's default message limit.
 DEFAULT_BATCH_LIMIT = 4 << 20
@@ -165,6 +166,57 @@ class Pressure:
     def retried(self) -> None:
         with self._ready:
             self.retries += 1
+
+
+QUEUED, EXECUTING = 2, 3  # ExecutionStage values
+
+
+class Running:
+    """What another thread sees of an execute() under way: the stage the server last reported
+    (ExecuteOperationMetadata; None before its first answer), and a cancel.
+
+    cancel() cancels the operation stream and has the server asked to drop the operation
+    (CancelOperation, which REAPI does not require: a server that refuses it just runs the
+    action to no one). `moved` is called (from the executing thread) when the stage changes.
+    """
+
+    def __init__(self, moved: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._stream = None
+        self._moved = moved
+        self.cancelled = False
+        self.stage: int | None = None
+
+    def reported(self, op) -> None:
+        metadata = protos.ExecuteOperationMetadata()
+        if not op.metadata.Unpack(metadata) or metadata.stage == self.stage:
+            return
+        self.stage = metadata.stage
+        if self._moved is not None:
+            self._moved()
+
+    @property
+    def queued(self) -> bool:
+        """Not known to have left the server's queue (stage UNKNOWN says nothing: not queued)."""
+        return self.stage is None or 0 < self.stage < EXECUTING
+
+    def watch(self, stream) -> None:
+        """The stream execute() now reads (cancelled at once if the cancel came first)."""
+        with self._lock:
+            self._stream = stream
+            if not self.cancelled:
+                return
+        stream.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            stream = self._stream
+        if stream is not None:
+            stream.cancel()
+
+
+CANCELLED = "cancelled: the job was done elsewhere first"
 
 
 class Client:
@@ -366,7 +418,17 @@ class Client:
                                                    action_result=result)
         self._unary(V2 + "ActionCache/UpdateActionResult", request, protos.ActionResult, "UpdateActionResult")
 
-    def execute(self, action: Key):
+    def cancel_operation(self, name: str) -> None:
+        """Ask the server to drop an operation no one waits for any more; one try, errors ignored."""
+        try:
+            self.channel.unary_unary(OPERATIONS + "CancelOperation", request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=protos.Empty.FromString)(
+                protos.CancelOperationRequest(name=name), timeout=min(5.0, self.endpoint.timeout),
+                metadata=self.metadata)
+        except grpc.RpcError:
+            pass
+
+    def execute(self, action: Key, running: Running | None = None):
         """Run the action (or take the server's cached result) and wait for it: an ExecuteResponse.
 
         Execute is safe to repeat (the same action digest: the server merges it with the
@@ -375,8 +437,11 @@ class Client:
         WaitExecution picks the same operation up again, and an operation the server has
         forgotten (NOT_FOUND) is executed again. A "not now" answer is retried with the
         same backoff as every other call; a server not heard from for remote_timeout, or
-        no result within remote_exec_timeout, means "compile here".
+        no result within remote_exec_timeout, means "compile here". `running` shows the
+        stage to another thread, and stops the wait from there (RemoteError CANCELLED),
+        dropping the operation on the server.
         """
+        handle = running or Running()
         deadline = time.monotonic() + self.endpoint.exec_timeout
         execute = self.channel.unary_stream(V2 + "Execution/Execute", request_serializer=lambda m: m.SerializeToString(),
                                             response_deserializer=protos.Operation.FromString)
@@ -390,6 +455,10 @@ class Client:
         refusals = 0  # "not now" answers since the last progress
         while True:
             left = deadline - time.monotonic()
+            if handle.cancelled:
+                if name:
+                    self.cancel_operation(name)
+                raise RemoteError(CANCELLED)
             if left <= 0:
                 raise too_slow
             what = "WaitExecution" if name else "Execute"
@@ -403,9 +472,11 @@ class Client:
                     stream = execute(protos.ExecuteRequest(instance_name=self.endpoint.instance,
                                                            action_digest=digest(action)),
                                      timeout=left, metadata=self.metadata)
+                handle.watch(stream)
                 for op in stream:
                     heard, refusals = time.monotonic(), 0
                     name = op.name or name
+                    handle.reported(op)
                     if op.done:
                         response = _response(op)
                         if response.status.code not in NOT_NOW:
@@ -419,6 +490,9 @@ class Client:
                     pushed_back = True
             except grpc.RpcError as e:
                 code = _code(e)
+                if handle.cancelled:
+                    pushed_back = False
+                    continue  # the loop's top drops the operation
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() >= deadline:
                     raise too_slow from None
                 if code == grpc.StatusCode.NOT_FOUND and name:

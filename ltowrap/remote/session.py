@@ -4,7 +4,8 @@ Both modes first look each job's action up in the action cache (GetActionResult)
 remote_mode = cache: a job it lacks is compiled locally and its result published
 (UpdateActionResult), for every other machine.
 remote_mode = execute: for the jobs it lacks, upload the inputs the CAS lacks (each
-shared module once), then Execute them on the service's workers.
+shared module once), then Execute the jobs the executor sends (executor.py decides which:
+the local slots compile the others at the same time).
 
 Never worse than local: a job the service cannot serve (unreachable, too slow, a failed
 action, an output that is missing, empty or not an object) is compiled locally and
@@ -25,7 +26,7 @@ from ..backend import PLACEHOLDERS, Job
 from ..fsutil import read_bytes
 from ..stats import Stats
 from . import action, protos
-from .client import Client, Endpoint, Key, RemoteError, digest, key_of
+from .client import Client, Endpoint, Key, RemoteError, Running, digest, key_of
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -44,6 +45,20 @@ class Served:
     obj: bytes
     executed: bool  # ran on a worker; else it came from the remote action cache
     stderr: str = ""  # what the compile printed (warnings), when it ran on a worker
+
+
+@dataclass(frozen=True)
+class Execution:
+    """A job sent to the workers: its answer comes in `future` (session.taken reads it)."""
+
+    action: action.BackendAction
+    future: Future
+    running: Running
+
+    def cancel(self) -> None:
+        """Stop waiting for it (the first result won elsewhere): the server is asked to drop it."""
+        self.running.cancel()
+        self.future.cancel()
 
 
 @dataclass
@@ -78,6 +93,7 @@ class Session:
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None
     _publishing: list[Future] = field(default_factory=list)
+    _inputs: Future | None = None  # the upload of the inputs of the jobs that may be sent (prepare)
 
     def __post_init__(self) -> None:
         self._files = action.Files(read_bytes, {})
@@ -92,11 +108,11 @@ class Session:
             self.down = str(error)
             print(f"ltowrap: remote {self.client.endpoint.url}: {error}; compiling locally", file=sys.stderr)
 
-    def serve(self, work: list[Work], claim: Callable[[Work], bool] | None = None) -> list[Reply]:
-        """One reply per job, in order: served, or left for a local compile (error says why).
+    def lookup(self, work: list[Work]) -> list[Reply]:
+        """Ask the action cache for each job: one reply per job, in order, served or not (error says why).
 
-        In execute mode a job is sent only if `claim` grants it: a job another process is
-        already having made is left (no error) for the executor to wait for.
+        In cache mode a job it lacks is counted a miss here; in execute mode the executor
+        then send()s it (counted when taken), or compiles it here (remote_local).
         """
         replies = [Reply() for _ in work]
         if not work:
@@ -124,30 +140,53 @@ class Session:
         # Execute (even one the server answers from its cache) goes through its scheduler.
         for i, reply in self._ask(self._lookup, ready):
             replies[i].served, replies[i].error = reply
-        if self.mode == "execute":
-            ready = [(i, a) for i, a in ready if replies[i].served is None and not replies[i].error]
-            if claim is not None:
-                ready = [(i, a) for i, a in ready if claim(work[i])]
-            if ready and not self.down:
-                try:
-                    self._upload_inputs([a for _, a in ready])
-                except RemoteError as e:
-                    self._give_up(e)
-                    for i, _ in ready:
-                        replies[i].error = str(e)
-                    ready = []
-            for i, reply in self._ask(self._execute, ready):
-                replies[i].served, replies[i].error = reply
         for r in replies:
-            if r.served is None and r.error:
-                self.stats.add("remote_errors")
-            elif r.served is None:
+            if r.served is not None or r.error:
+                self._count(r)
+            elif self.mode != "execute":
                 self.stats.add("remote_misses")
-            elif r.served.executed:
-                self.stats.add("remote_executed")
-            else:
-                self.stats.add("remote_hits")
         return replies
+
+    def _count(self, reply: Reply) -> None:
+        if reply.served is None:
+            self.stats.add("remote_errors")
+        else:
+            self.stats.add("remote_executed" if reply.served.executed else "remote_hits")
+
+    # --- execute mode: the executor decides which jobs go to the workers -----------------
+
+    def prepare(self, work: list[Work]) -> None:
+        """Upload, in the background, the inputs the CAS lacks of the jobs that may be sent
+        (each shared module once): one FindMissingBlobs for them all. Sent jobs wait for it."""
+        actions = [self.actions[w.job.output] for w in work if w.job.output in self.actions]
+        if actions and not self.down:
+            self._inputs = self._executor().submit(self._upload_inputs, actions)
+
+    def room(self, sent: list[Execution], queue: bool) -> bool:
+        """May one more job be sent? At most as many as requests may be in flight; and unless
+        jobs may `queue` (no local side to give them to), none while a sent job waits in the
+        server's queue: the workers are all busy then, and it would only wait there."""
+        return (not self.down and self._inputs is not None and len(sent) < max(1, int(self.client.pressure.limit))
+                and (queue or not any(e.running.queued for e in sent)))
+
+    def send(self, w: Work, wake: Callable[[], None]) -> Execution:
+        """Have the job executed on the workers, in the background; `wake` is called (from
+        another thread) when it leaves the server's queue and once its answer is in."""
+        a = self.actions[w.job.output]
+        running = Running(wake)
+        future = self._executor().submit(self._execute, a, running)
+        future.add_done_callback(lambda _: wake())
+        return Execution(a, future, running)
+
+    def taken(self, execution: Execution) -> Reply:
+        """The answer of a finished execution the executor uses (counted in the stats here)."""
+        try:
+            served, error = execution.future.result()
+        except Exception as e:  # noqa: BLE001 - a bug in a worker thread must not fail the link
+            served, error = None, f"remote execution failed: {e!r}"
+        reply = Reply(execution.action.name, served, error)
+        self._count(reply)
+        return reply
 
     def _identity(self, w: Work) -> str:
         """cachekey.remote_key of a job: what every machine's identity Action for it names."""
@@ -162,12 +201,18 @@ class Session:
         futures = [(i, self._executor().submit(request, a)) for i, a in actions]
         return [(i, f.result()) for i, f in futures]
 
-    def _upload_inputs(self, actions: list[action.BackendAction]) -> None:
+    def _upload_inputs(self, actions: list[action.BackendAction]) -> str:
+        """Why the inputs could not be uploaded ('' once they are in the CAS)."""
         blobs: dict[Key, bytes] = {}
         for a in actions:
             blobs.update(a.blobs)
-        missing = self.client.find_missing(blobs)
-        self.client.upload({k: blobs[k] for k in missing})
+        try:
+            missing = self.client.find_missing(blobs)
+            self.client.upload({k: blobs[k] for k in missing})
+        except RemoteError as e:
+            self._give_up(e)
+            return str(e)
+        return ""
 
     def _lookup(self, a: action.BackendAction) -> tuple[Served | None, str]:
         if self.down:
@@ -181,11 +226,13 @@ class Session:
             self._give_up(e)
             return None, str(e)
 
-    def _execute(self, a: action.BackendAction) -> tuple[Served | None, str]:
-        if self.down:
-            return None, self.down
+    def _execute(self, a: action.BackendAction, running: Running) -> tuple[Served | None, str]:
+        assert self._inputs is not None
+        failed = self._inputs.result()
+        if failed or self.down:
+            return None, failed or self.down
         try:
-            response = self.client.execute(a.key)
+            response = self.client.execute(a.key, running)
             served, why = self._output(response.result, executed=not response.cached_result)
         except RemoteError as e:
             self._give_up(e)
