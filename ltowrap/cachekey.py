@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import xxhash
 
@@ -30,23 +31,38 @@ from .cache import TOOLCHAINS, Cache
 from .fsutil import read_bytes
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-8"
+FORMAT_VERSION = "ltowrap-cache-9"
 
 
 def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def file_digests(known: dict[str, str] | None = None) -> Callable[[str], str]:
+@dataclass
+class ModuleDigests:
+    """Modules named by content, memoised per path: called, the digest of a file's bytes
+    (seeded with digests already known); interface(path), the digest of what a backend that
+    imports only declarations from the module reads of it (shardkey.module_interface)."""
+
+    known: dict[str, str] = field(default_factory=dict)
+    interfaces: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, path: str) -> str:
+        if path not in self.known:
+            self.known[path] = digest_bytes(read_bytes(path))
+        return self.known[path]
+
+    def interface(self, path: str) -> str:
+        if path not in self.interfaces:
+            from . import shardkey  # for backend keys only
+
+            self.interfaces[path] = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
+        return self.interfaces[path]
+
+
+def file_digests(known: dict[str, str] | None = None) -> ModuleDigests:
     """A memoised path -> digest of the file's bytes, seeded with digests already known."""
-    memo = dict(known or {})
-
-    def digest_of(path: str) -> str:
-        if path not in memo:
-            memo[path] = digest_bytes(read_bytes(path))
-        return memo[path]
-
-    return digest_of
+    return ModuleDigests(dict(known or {}))
 
 
 class Hasher:
@@ -130,12 +146,14 @@ def remote_toolchain(identity: str) -> str:
 
 def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str | None:
     """The shard's canonical text (shardkey.canonical: value ids as GUIDs, module paths as
-    the digests of the modules' bytes, in path order; `module` is the compile's own), or
-    None when the shard or a module it names cannot be read."""
+    the digests of the modules' bytes, in path order, or of their interfaces where only
+    declarations are imported and digest_of is a ModuleDigests; `module` is the compile's
+    own), or None when the shard or a module it names cannot be read."""
     from . import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
+    interface_of = digest_of.interface if isinstance(digest_of, ModuleDigests) else None
     try:
-        return shardkey.canonical(shard, digest_of, module)
+        return shardkey.canonical(shard, digest_of, module, interface_of)
     except (bitcode.BadBitcode, OSError):
         return None
 
