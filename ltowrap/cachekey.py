@@ -42,9 +42,14 @@ def digest_bytes(data: bytes) -> str:
 class ModuleDigests:
     """Modules named by content, memoised per path: called, the digest of a file's bytes
     (seeded with digests already known); interface(path), the digest of what a backend that
-    imports only declarations from the module reads of it (shardkey.module_interface)."""
+    imports only declarations from the module reads of it (shardkey.module_interface).
+
+    An interface costs a parse of the module (0.1 s for redis's networking.o) and every
+    thin-link after an edit needs those of most modules, so with a cache they are also
+    kept there (c/), under the module's digest: each module version is parsed once."""
 
     known: dict[str, str] = field(default_factory=dict)
+    memo: Cache | None = None
     interfaces: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, path: str) -> str:
@@ -56,13 +61,22 @@ class ModuleDigests:
         if path not in self.interfaces:
             from . import shardkey  # for backend keys only
 
-            self.interfaces[path] = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
+            key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
+            entry = self.memo.get(TOOLCHAINS, key) if self.memo is not None else None
+            if entry is not None:
+                self.interfaces[path] = entry.payload.decode()
+            else:
+                found = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
+                if self.memo is not None:
+                    self.memo.put(TOOLCHAINS, key, {}, found.encode())
+                self.interfaces[path] = found
         return self.interfaces[path]
 
 
-def file_digests(known: dict[str, str] | None = None) -> ModuleDigests:
-    """A memoised path -> digest of the file's bytes, seeded with digests already known."""
-    return ModuleDigests(dict(known or {}))
+def file_digests(known: dict[str, str] | None = None, memo: Cache | None = None) -> ModuleDigests:
+    """A memoised path -> digest of the file's bytes, seeded with digests already known;
+    module interfaces also kept in `memo`'s cache."""
+    return ModuleDigests(dict(known or {}), memo)
 
 
 class Hasher:

@@ -254,3 +254,20 @@ def _summary_records(shard: Path) -> list[list[int]]:
 
     walk(tree.root)
     return found
+
+
+def test_interfaces_are_kept_in_the_cache(tc22, tmp_path, monkeypatch):
+    """A module's interface is parsed once per version: later links read it from c/."""
+    from ltowrap.cache import Cache
+    from ltowrap.stats import Stats
+
+    write(tmp_path / "b.c", DECL["b.c"])
+    run([tc22.clang, "-O2", "-flto=thin", "-c", "b.c"], tmp_path)
+    cache = Cache(str(tmp_path / "cache"), Stats())
+    first = cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o"))
+
+    def no_parse(module: bytes) -> str:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(shardkey, "module_interface", no_parse)
+    assert cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o")) == first
