@@ -3,11 +3,14 @@
 Soundness, as a differential test: lua's thin-link is run many ways that mean the same
 backend compiles (the archive as lld reads it, its members as files in Makefile order,
 reversed, renamed and moved, in an archive of another name, lld's DTLTO with its
-per-link temporary names), and ways that mean other ones (a one-file edit, fewer
-imports). Every backend job gets the key
-ltowrap would give it (the shard's canonical text, the module's digest; the compile
-command is the same for all); every job that shares its key with a job of another link
-is compiled for real, and the objects of one key must be byte-identical.
+per-link temporary names), and ways that mean other ones (one-file edits, fewer
+imports). The index-only links import declarations too, as ltowrap's thin-link does, so
+a module a shard names only through declarations goes into the key by its interface
+(shardkey.module_interface): the same-name edits (lvm.c, lgc.c, lstrlib.c) check that
+rule. Every backend job gets the key ltowrap would give it (the shard's canonical text,
+the module's digest; the compile command is the same for all); every job that shares its
+key with a job of another link is compiled for real, and the objects of one key must be
+byte-identical.
 
 Precision: lld's DTLTO relink of lua through ltowrap-distributor hits the cache for every
 backend (it was 13 of 33 with the raw shard key).

@@ -3,7 +3,7 @@
 redis-server's objects (with -g, as redis builds them) are thin-linked as ltowrap does
 (--thinlto-index-only, -import-declaration, archive members as files between --start-lib
 and --end-lib), once as built and once after each of bench/precision.py's one-file edits
-(networking.c, server.c, sds.c). Every backend job gets ltowrap's key; a job of an edited
+(networking.c, server.c, sds.c, bio.c). Every backend job gets ltowrap's key; a job of an edited
 link whose key equals the base link's although some module its shard names has other
 bytes (a module it imports only declarations from, named by its interface) is compiled
 for real on both sides, and the two objects must be byte-identical.
@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 EDITS = [("networking.c", "#define MAX_ACCEPTS_PER_CALL 1000", "#define MAX_ACCEPTS_PER_CALL 1001"),
          ("server.c", "#define CLIENTS_CRON_MIN_ITERATIONS 5", "#define CLIENTS_CRON_MIN_ITERATIONS 6"),
-         ("sds.c", "#define SDS_LLSTR_SIZE 21", "#define SDS_LLSTR_SIZE 22")]
+         ("sds.c", "#define SDS_LLSTR_SIZE 21", "#define SDS_LLSTR_SIZE 22"),
+         ("bio.c", "#define REDIS_THREAD_STACK_SIZE (1024*1024*4)", "#define REDIS_THREAD_STACK_SIZE (1024*1024*5)")]
 ARCHIVES = ["../deps/hiredis/libhiredis.a", "../deps/lua/src/liblua.a", "../deps/hdr_histogram/libhdrhistogram.a"]
 
 
