@@ -120,4 +120,4 @@ def test_redis_edits_share_keys_only_where_objects_are_the_same(redis_objects: P
         results = list(pool.map(same, enumerate(pairs)))
     print("\n" + "\n".join(report) + f"\n{len(pairs)} same-key pairs compiled and compared")
     assert all(results), [p[0] for p, ok in zip(pairs, results) if not ok]
-    assert len(pairs) >= 10
+    assert len(pairs) >= 30
