@@ -10,7 +10,7 @@ modules but the edited one). Two sources of shards:
   (--thinlto-index-only, -import-declaration), in a temporary directory;
 - `--dir D`: the *.thinlto.bc already beside their modules in D (a thin-link run there with
   --thinlto-index-only), module paths relative to D; shards of archive members are skipped.
-Writes bench/results/<date>-shardkey-cost.{json,md} with the load average.
+Writes bench/results/<date>-shardkey-cost-{synthetic,dir}.{json,md} with the load average.
 
     .venv/bin/python bench/shardkey_cost.py --synthetic 420
     .venv/bin/python bench/shardkey_cost.py --dir /path/to/redis/src --label redis-server
@@ -115,14 +115,15 @@ def main() -> int:
         label = a.label or str(a.dir)
     load = os.getloadavg()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    name = f"{stamp}-shardkey-cost-" + ("synthetic" if a.synthetic else "dir")
     info = {"command": " ".join(["python", *sys.argv]), "label": label, "date": stamp,
             "loadavg": [round(x, 2) for x in load]} | result
     print(json.dumps(info, indent=1))
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{stamp}-shardkey-cost.json").write_text(json.dumps(info, indent=1) + "\n")
+    (a.out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
     rows = "".join(f"| {label} | {run} | {r['shards']} | {r['modules_by_interface']} | {r['mean_ms']} | "
                    f"{r['median_ms']} | {r['max_ms']} |\n" for run, r in result.items())
-    (a.out / f"{stamp}-shardkey-cost.md").write_text(
+    (a.out / f"{name}.md").write_text(
         f"`{info['command']}` ({stamp}, load average {info['loadavg'][0]})\n\n"
         "| link | cache | shards | modules by interface | mean ms/shard | median | max |\n"
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n" + rows)
