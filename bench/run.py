@@ -8,11 +8,13 @@ tree with fresh caches, configurations in rotating order:
   plain         -O2, no LTO (the floor)                  full build, clean rebuild
   passthrough   the same with CC=ltowrap-clang           full build, clean rebuild
   thin          lld in-process ThinLTO                   full build
-  thin-cache    the same with --thinlto-cache-dir        cold build, warm relink, one-file edit
+  thin-cache    the same with --thinlto-cache-dir        cold build, warm relink, one-file edit,
+                                                         warm link command
   dtlto         lld DTLTO, bench/dtlto_local.py          full build
   dtlto-ltowrap lld DTLTO, ltowrap-distributor           cold build, warm link alone
   ltowrap       CC=ltowrap-clang, -flto=thin             cold build, warm relink, one-file
-                                                         edit, clean rebuild (warm cache)
+                                                         edit, clean rebuild (warm cache),
+                                                         warm link command
   ltowrap-nomemo  the same with the link memo off        the same
   thin-cache-ccache  CC='ccache clang', thin-cache       cold build, clean rebuild (every
   ltowrap-ccache     CC='ccache ltowrap-clang'           cache warm: ccache, lld's or ltowrap's)
@@ -31,7 +33,9 @@ and measures every `make -j2` (wall, user+sys CPU, peak RSS of the largest proce
 wait4 rusage of make, which covers all its descendants) and the link of the main binary
 (`lua`) on its own: the binary deleted and `make -j2 lua` rerun, nothing else running.
 For ltowrap the link is also read from LTOWRAP_LOG (start..end of the ld.lld wrapper,
-with its phases); inside a build that link runs beside the link of `luac`.
+with its phases); inside a build that link runs beside the link of `luac`. The warm link
+command is the main binary's link line (from `make -n`) run LINK_COMMAND_RUNS times per
+repetition without make, whose own work (0.3 s for redis's Makefiles) is no link's.
 
 Projects: `lua` (lua5.4, src/Makefile; main binary `lua`) and `redis` (Debian's redis 7.0,
 its upstream Makefiles with MALLOC=libc, the bundled lua, hiredis, hdr_histogram and linenoise
@@ -267,6 +271,25 @@ class Bench:
         self.project.smoke(self.tree)
         return run
 
+    def link_command(self) -> str:
+        """The shell line make runs to link the main binary (from `make -n`, the binary removed)."""
+        self.remove_binaries((self.project.main_binary,))
+        vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
+        dry = subprocess.run(["make", "-n", "-C", self.project.make_dir, self.project.main_binary, *vars_],
+                             cwd=self.tree, env=self.env, capture_output=True, text=True, check=True).stdout
+        lines = [line for line in dry.splitlines() if f"-o {self.project.main_binary} " in line]
+        if len(lines) != 1:
+            raise RuntimeError(f"no single link line for {self.project.main_binary} in make -n:\n{dry[-2000:]}")
+        return lines[0]
+
+    def run_link_command(self, line: str) -> Run:
+        """The link line alone, without make (whose own work is 0.3 s of a redis relink): the binary
+        removed, then `sh -c LINE` where make would run it."""
+        self.remove_binaries((self.project.main_binary,))
+        run = measure(["sh", "-c", line], self.tree / self.project.make_dir, self.env, self.output)
+        self.project.smoke(self.tree)
+        return run
+
     def build(self, log: Path | None = None) -> Run:
         run = self.make(log=log)
         self.project.smoke(self.tree)
@@ -395,6 +418,9 @@ def lld_cache_entries(cache: Path) -> set[str]:
     return {p.name for p in cache.glob("llvmcache-*")} if cache.is_dir() else set()
 
 
+LINK_COMMAND_RUNS = 5  # per repetition: a relink without make is tens of ms
+
+
 def scenarios_thin_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """--thinlto-cache-dir: cold build, warm relink (no change), warm link alone, one-file edit, cold link alone."""
     cache = tmp / "lld-cache"
@@ -408,6 +434,9 @@ def scenarios_thin_cache(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     b.remove_binaries(b.project.binaries)
     step("thin-cache: warm relink", b.build)
     step("thin-cache: warm link alone", b.link_alone)
+    line = b.link_command()
+    for _ in range(LINK_COMMAND_RUNS):
+        step("thin-cache: warm link command", lambda: b.run_link_command(line))
     b.project.edit(b.tree)
     step("thin-cache: one-file edit", b.build)
     shutil.rmtree(cache)
@@ -432,9 +461,13 @@ def scenarios_ltowrap(b: Bench, rec: Recorder, rep: int, tmp: Path) -> dict:
     stats = json.loads(subprocess.run([str(SCRIPTS / "ltowrap"), "stats", "--json"], env=b.env, check=True,
                                       capture_output=True, text=True).stdout)
     subprocess.run([str(SCRIPTS / "ltowrap"), "cache", "clear"], env=b.env, check=True, capture_output=True)
-    for label in ("cold link alone", "warm link alone"):
-        log = tmp / f"{label.replace(' ', '-')}.jsonl"
-        rec.add(f"{b.config.name}: {label}", rep, b.link_alone(log=log), log, main)
+    log = tmp / "cold-link-alone.jsonl"
+    rec.add(f"{b.config.name}: cold link alone", rep, b.link_alone(log=log), log, main)
+    # Warm, without LTOWRAP_LOG, as in a user's build: writing the log costs json's import.
+    rec.add(f"{b.config.name}: warm link alone", rep, b.link_alone())
+    line = b.link_command()
+    for _ in range(LINK_COMMAND_RUNS):
+        rec.add(f"{b.config.name}: warm link command", rep, b.run_link_command(line))
     return stats
 
 
@@ -573,6 +606,11 @@ LINK_ROWS = [
     Row("thin-cache: warm link alone", "in-process + cache-dir, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm link alone", "ltowrap, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap-nomemo: warm link alone", "ltowrap, memo off, warm", (THIN_LINK, "thin-cache: warm link alone")),
+    Row("thin-cache: warm link command", "in-process + cache-dir, warm, link line without make",
+        (THIN_LINK, "thin-cache: warm link command")),
+    Row("ltowrap: warm link command", "ltowrap, warm, link line without make", (THIN_LINK, "thin-cache: warm link command")),
+    Row("ltowrap-nomemo: warm link command", "ltowrap, memo off, warm, link line without make",
+        (THIN_LINK, "thin-cache: warm link command")),
     Row("dtlto-ltowrap: warm link alone", "DTLTO, ltowrap-distributor, warm", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap: warm relink", "ltowrap, warm, in build (log)", (THIN_LINK, "thin-cache: warm link alone")),
     Row("ltowrap-nomemo: warm relink", "ltowrap, memo off, warm, in build (log)",

@@ -94,11 +94,12 @@ def _members(src: Path) -> list[str]:
     return (src / "order").read_text().split()
 
 
-@dataclass
 class _Under(cachekey.ModuleDigests):
     """ltowrap's module digests, for paths relative to a link's directory."""
 
-    cwd: Path = Path()
+    def __init__(self, cwd: Path) -> None:
+        super().__init__()
+        self.cwd = cwd
 
     def __call__(self, path: str) -> str:
         return super().__call__(str(self.cwd / path))
@@ -109,7 +110,7 @@ class _Under(cachekey.ModuleDigests):
 
 def _keys(cwd: Path, shard: bytes, module: str) -> tuple[str, str]:
     """The key ltowrap gives the job, and the key with every module by its bytes."""
-    digest_of = _Under(cwd=cwd)
+    digest_of = _Under(cwd)
     out = []
     for names in (digest_of, lambda p: digest_of(p)):  # a plain callable: no interfaces
         identity = cachekey.shard_identity(shard, names, module)

@@ -18,22 +18,29 @@ Layout under the cache directory (created 0700, files 0600):
 An entry is written to a temp file and renamed into place, so it is seen whole or not
 at all; its checksum is verified on every read, and a bad entry is removed and counts
 as a miss. Hits refresh the file's mtime, which is the LRU order used by eviction.
+
+A restored link (linkdirect.py) reads entries, so this module imports nothing costly:
+the meta is marshalled (a built-in module, already loaded; the checksum is verified
+before it is read), the locks module is loaded on first use.
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import time
-from dataclasses import dataclass
 
 import xxhash
 
-from . import fsutil, locks
-from .locks import Claims, LockDir
+from . import fsutil
 from .stats import Stats, cache_bytes, summary
 
-MAGIC = b"LTOWRAP1"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .locks import Claims, LockDir
+
+MAGIC = b"LTOWRAP2"
+OLD_MAGICS = (b"LTOWRAP1",)  # entries of an older ltowrap (JSON meta): a plain miss, not a bad entry
 KINDS = ("o", "t", "m", "r", "c", "l", "d")
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
@@ -46,14 +53,18 @@ LINKS = "l"
 DRIVER_LINES = "d"
 
 
-@dataclass(frozen=True)
 class Entry:
-    meta: dict
-    payload: bytes
+    """A verified entry: its meta (a dict of plain values) and its payload."""
+
+    __slots__ = ("meta", "payload")
+
+    def __init__(self, meta: dict, payload: bytes) -> None:
+        self.meta = meta
+        self.payload = payload
 
 
 def encode(meta: dict, payload: bytes) -> bytes:
-    m = json.dumps(meta, sort_keys=True).encode()
+    m = marshal.dumps(meta)
     body = len(m).to_bytes(4, "little") + m + payload
     return MAGIC + xxhash.xxh3_128_digest(body) + body
 
@@ -67,8 +78,8 @@ def decode(blob: bytes) -> Entry | None:
         return None
     n = int.from_bytes(body[:4], "little")
     try:
-        meta = json.loads(body[4 : 4 + n])
-    except ValueError:
+        meta = marshal.loads(body[4 : 4 + n])
+    except (ValueError, EOFError, TypeError):
         return None
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
 
@@ -100,8 +111,30 @@ class Cache:
         self.max_size = max_size
         self.stored = False
         self.write_error: str | None = None
-        self.locks = LockDir(locks.directory(root))  # this machine's slots and claims (opened on first use)
-        self.claims = Claims(self.locks)
+        self._locks: LockDir | None = None
+        self._claims: Claims | None = None
+
+    @property
+    def locks(self) -> LockDir:
+        """This machine's slots and claims (opened on first use)."""
+        if self._locks is None:
+            from .locks import LockDir, directory
+
+            self._locks = LockDir(directory(self.root))
+        return self._locks
+
+    @property
+    def claims(self) -> Claims:
+        if self._claims is None:
+            from .locks import Claims
+
+            self._claims = Claims(self.locks)
+        return self._claims
+
+    def close(self) -> None:
+        """Let go of the slots and claims this process holds, if it opened them."""
+        if self._locks is not None:
+            self._locks.close()
 
     def path(self, kind: str, key: str, suffix: str = "") -> str:
         if kind == MODULES:
@@ -121,7 +154,9 @@ class Cache:
 
     def remove_stale_workdirs(self) -> int:
         """Remove what killed or finished processes left in tmp/ (work directories, markers) and their claims."""
-        removed = locks.sweep(self.locks.path)
+        from .locks import sweep
+
+        removed = sweep(self.locks.path)
         tmp = os.path.join(self.root, "tmp")
         try:
             names = os.listdir(tmp)
@@ -144,6 +179,8 @@ class Cache:
         try:
             blob = fsutil.read_nofollow(path)
         except OSError:
+            return None
+        if blob.startswith(OLD_MAGICS):
             return None
         entry = decode(blob)
         # The key is stored inside the entry, so a valid entry copied under another key is caught.
@@ -182,6 +219,10 @@ class Cache:
 
     def _write(self, path: str, blob: bytes, raise_error: bool = False) -> bool:
         try:
+            replaced = os.lstat(path).st_size  # an entry written anew (a memo's manifests): its bytes go
+        except OSError:
+            replaced = None
+        try:
             fsutil.atomic_write(path, blob)
         except OSError as e:
             self.stats.add("cache_write_errors")
@@ -191,6 +232,9 @@ class Cache:
             return False
         self.stats.add("bytes_added", len(blob))
         self.stats.add("files_added")
+        if replaced is not None:
+            self.stats.add("bytes_removed", replaced)
+            self.stats.add("files_removed")
         self.stored = True
         return True
 

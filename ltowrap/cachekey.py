@@ -21,14 +21,17 @@ explains a miss (`ltowrap explain`, LTOWRAP_DEBUG=1): diff two dumps.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import xxhash
 
 from . import toolchain
-from .cache import TOOLCHAINS, Cache
 from .fsutil import read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothing costly at its top
+    from collections.abc import Callable, Iterable
+
+    from .cache import Cache
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
 FORMAT_VERSION = "ltowrap-cache-9"
@@ -38,7 +41,6 @@ def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-@dataclass
 class ModuleDigests:
     """Modules named by content, memoised per path: called, the digest of a file's bytes
     (seeded with digests already known); interface(path), the digest of what a backend that
@@ -46,11 +48,13 @@ class ModuleDigests:
 
     An interface costs a parse of the module (0.1 s for redis's networking.o) and every
     thin-link after an edit needs those of most modules, so with a cache they are also
-    kept there (c/), under the module's digest: each module version is parsed once."""
+    kept there (c/), under the module's digest: each module version is parsed once.
+    (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
-    known: dict[str, str] = field(default_factory=dict)
-    memo: Cache | None = None
-    interfaces: dict[str, str] = field(default_factory=dict)
+    def __init__(self, known: dict[str, str] | None = None, memo: Cache | None = None) -> None:
+        self.known = dict(known or {})
+        self.memo = memo
+        self.interfaces: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
         if path not in self.known:
@@ -60,6 +64,7 @@ class ModuleDigests:
     def interface(self, path: str) -> str:
         if path not in self.interfaces:
             from . import shardkey  # for backend keys only
+            from .cache import TOOLCHAINS
 
             key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
             entry = self.memo.get(TOOLCHAINS, key) if self.memo is not None else None
@@ -76,7 +81,7 @@ class ModuleDigests:
 def file_digests(known: dict[str, str] | None = None, memo: Cache | None = None) -> ModuleDigests:
     """A memoised path -> digest of the file's bytes, seeded with digests already known;
     module interfaces also kept in `memo`'s cache."""
-    return ModuleDigests(dict(known or {}), memo)
+    return ModuleDigests(known, memo)
 
 
 class Hasher:
@@ -126,6 +131,8 @@ def compiler_identity(clang: str, memo: Cache) -> str:
     identity of the driver and of the LLVM libraries beside it, and asked again only when
     one of them changes.
     """
+    from .cache import TOOLCHAINS
+
     stamp = _stamp(toolchain.compiler_files(clang))
     key = digest_bytes(stamp.encode())
     entry = memo.get(TOOLCHAINS, key)
@@ -261,6 +268,30 @@ def link_memo_key(linker: str, compiler: str, cwd: str, argv: list[str], resolve
     h.field("argv", "\0".join(argv))
     for path in resolved:
         h.field("resolved", path)
+    for name, value in settings:
+        h.field(f"setting:{name}", value)
+    return h.hexdigest()
+
+
+def link_direct_key(driver_argv: list[str], cwd: str, env: Iterable[tuple[str, str]], tools: str,
+                    settings: Iterable[tuple[str, str]]) -> str:
+    """The key of a driver link's direct entry (linkdirect.py), known from the driver's
+    command alone, before the driver line, the parse or any file the link reads:
+    - the driver's argv and working directory, and the environment variables the driver reads
+      (with driver_line_key's, they choose the final ld.lld argv);
+    - the stat identity of the driver's files, of the real ld.lld and of the backend clang's
+      files (in link_memo_key by linker_identity and compiler_identity);
+    - every ltowrap setting that changes the output (as in link_memo_key).
+    What the link memo's own keys take from files on disk (the driver line's crt files and
+    directories, where each -l resolves, every file the link read) the entry holds, and a
+    lookup checks again."""
+    h = Hasher()
+    h.field("memo", "direct")
+    h.field("argv", "\0".join(driver_argv))
+    h.field("cwd", cwd)
+    for name, value in env:
+        h.field(f"env:{name}", value)
+    h.field("tools", tools)
     for name, value in settings:
         h.field(f"setting:{name}", value)
     return h.hexdigest()

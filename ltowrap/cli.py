@@ -262,7 +262,7 @@ def _pool_check(settings: Settings, cache: Cache) -> tuple[bool, str, str]:
     except OSError as e:
         return False, f"slot pool in {cache.locks.path}: {e.strerror}", "set LTOWRAP_CACHE_DIR to a writable directory"
     finally:
-        cache.locks.close()
+        cache.close()
     return True, (f"slot pool: {pool.jobs} backend slots for every link without make's jobserver "
                   f"({busy} in use now, {cache.locks.path})"), ""
 

@@ -37,6 +37,7 @@ class Arg:
 
     tokens: tuple[str, ...]
     input: str | None = None  # the file this input resolves to
+    searched: tuple[str, ...] = ()  # -l: the files lld's search tried before it (or all, if none was found)
     whole_archive: bool = False
     lazy: bool = False  # inside --start-lib ... --end-lib
     group_marker: bool = False
@@ -112,8 +113,10 @@ class _Reader:
         if option is not None and option.refused is not None:
             raise Unsupported(option.refused, tokens[0])
         if role == "library" and value is not None:
-            found = find_library(value, self.search_dirs, self.static)
-            self.args.append(Arg(tokens, input=found, whole_archive=self.whole, lazy=self.lazy))
+            tried = library_candidates(value, self.search_dirs, self.static)
+            found = next((p for p in tried if os.path.isfile(p)), None)
+            searched = tuple(tried[: tried.index(found)] if found is not None else tried)
+            self.args.append(Arg(tokens, input=found, searched=searched, whole_archive=self.whole, lazy=self.lazy))
             return
         self.args.append(Arg(tokens, group_marker=role == "group"))
         if role is not None:
@@ -203,12 +206,12 @@ def _split(tokens: list[str]) -> list[_Token]:
     return out
 
 
-def find_library(spec: str, search_dirs: list[str], static: bool) -> str | None:
-    """Resolve -l<spec> as lld does: -l:name is exact; else lib<spec>.so then .a per directory."""
+def library_candidates(spec: str, search_dirs: list[str], static: bool) -> list[str]:
+    """The files lld tries for -l<spec>, in order: -l:name is exact; else lib<spec>.so then .a per directory."""
     names = [spec[1:]] if spec.startswith(":") else ([f"lib{spec}.a"] if static else [f"lib{spec}.so", f"lib{spec}.a"])
-    for d in search_dirs:
-        for n in names:
-            p = os.path.join(d, n)
-            if os.path.isfile(p):
-                return p
-    return None
+    return [os.path.join(d, n) for d in search_dirs for n in names]
+
+
+def find_library(spec: str, search_dirs: list[str], static: bool) -> str | None:
+    """Resolve -l<spec> as lld does: the first of its candidates that is a file."""
+    return next((p for p in library_candidates(spec, search_dirs, static) if os.path.isfile(p)), None)

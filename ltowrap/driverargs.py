@@ -92,6 +92,23 @@ def linker_choice(args: list[str]) -> tuple[str, str]:
     return fuse, ld_path
 
 
+def library_archives(args: list[str], library_path: str) -> list[str]:
+    """The archives `-lNAME` / `-l:FILE` find in the -L directories and LIBRARY_PATH given.
+
+    Not the driver's own search directories (they need `clang -###`): this is for deciding
+    cheaply that a link carries no bitcode, where a library missed there is linked by lld's
+    in-process ThinLTO, as without ltowrap. Shared libraries are never bitcode.
+    """
+    dirs = library_path.split(os.pathsep) if library_path else []
+    names = []
+    for opt, value, _ in walk(args):
+        if opt == "-L" and value is not None:
+            dirs.append(value)
+        elif opt == "-l" and value:
+            names.append(value[1:] if value.startswith(":") else f"lib{value}.a")
+    return [p for name in names for d in dirs if os.path.isfile(p := os.path.join(d or ".", name))]
+
+
 def is_source(path: str, lang: str | None) -> bool:
     if lang is not None:
         return lang in ("c", "c++", "cpp-output", "c++-cpp-output", "objective-c", "objective-c++")

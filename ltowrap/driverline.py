@@ -18,16 +18,17 @@ import os
 from . import cachekey, proc, stats, toolchain
 from .cache import DRIVER_LINES, Cache
 
-# What the clang driver reads from the environment when it builds a link line.
-DRIVER_ENV = ("PATH", "COMPILER_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS",
-              "CLANG_NO_DEFAULT_CONFIG", "CLANG_CONFIG_FILE_SYSTEM_DIR", "CLANG_CONFIG_FILE_USER_DIR", "SDKROOT")
-
-
 def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: str) -> list[str] | None:
-    """The ld.lld command the driver would run, from the cache or from `clang -###`."""
+    """The ld.lld command the driver would run, from the cache or from `clang -###`.
+
+    A command that names a response file is asked of the driver every time: the key would
+    not see the file's contents.
+    """
+    if any(a.startswith("@") for a in args):
+        return run_driver(real, args, real_ld)
     counts = stats.Stats()
     cache = Cache(cache_dir, counts)
-    env = [(name, os.environ.get(name, "\0unset")) for name in DRIVER_ENV]
+    env = [(name, os.environ.get(name, "\0unset")) for name in toolchain.DRIVER_ENV]
     driver = cachekey.stamp([*toolchain.compiler_files(real[0]), os.path.dirname(os.path.realpath(real[0]))])
     key = cachekey.driver_line_key(driver, real + args, os.getcwd(), env)
     argv = _cached(cache, key)
@@ -37,10 +38,10 @@ def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: st
         counts.add("driver_line_misses")
         argv = run_driver(real, args, real_ld)
         if argv is not None:
-            named = _named(argv, args)
+            named = named_paths(argv, args)
             cache.put(DRIVER_LINES, key, {}, json.dumps({"argv": argv, "named": named,
                                                           "stamp": cachekey.stamp(named)}).encode())
-    cache.locks.close()
+    cache.close()
     stats.flush(cache_dir, counts)
     return argv
 
@@ -58,7 +59,7 @@ def _cached(cache: Cache, key: str) -> list[str] | None:
     return argv if cachekey.stamp(named) == stamp else None
 
 
-def _named(argv: list[str], given: list[str]) -> list[str]:
+def named_paths(argv: list[str], given: list[str]) -> list[str]:
     """The files and directories the link line names that the user's arguments do not, and their parents."""
     mine = set(given)
     paths: list[str] = [argv[0]]

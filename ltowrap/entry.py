@@ -112,15 +112,22 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     clang_var = config.ROWS["clang"].env
     env.setdefault(clang_var, os.path.realpath(real[0]))
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
-    from .driverline import linker_command
+    from .linkdirect import lane
+
+    direct = lane(real, with_lld, real_ld, settings)
+    if direct is not None and direct.restore(settings):
+        sys.exit(0)
+    from .driverline import linker_command, named_paths
 
     linker = linker_command(real, with_lld, real_ld, settings.cache_dir)
     if linker is not None:
         # The driver's whole job is this one link: run it here, sparing a second Python start.
         from .pipeline import run_linker
 
+        if direct is not None:
+            direct.driver_line(named_paths(linker, with_lld))
         os.environ.update(env)
-        sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld))
+        sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld, direct=direct))
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 
@@ -129,9 +136,16 @@ def _lld_route(real: list[str], args: list[str], settings: config.Settings) -> t
     """(our ld.lld entry, the real ld.lld) if this driver link should reach ltowrap's linker."""
     fuse, ld_path = driverargs.linker_choice(args)
     uses_lld = fuse == "lld" or fuse.endswith("ld.lld") or os.path.basename(ld_path).startswith("ld.lld")
-    if not uses_lld:
-        if not settings.use_lld or not (driverargs.wants_lto(args) or _has_bitcode(driverargs.inputs(args))):
+    if not driverargs.wants_lto(args):
+        # No -flto: only bitcode among the inputs makes it a ThinLTO link. lld also takes it
+        # from archives that -l finds; another linker cannot link bitcode without -flto.
+        candidates = driverargs.inputs(args)
+        if uses_lld:
+            candidates += driverargs.library_archives(args, os.environ.get("LIBRARY_PATH", ""))
+        if not _has_bitcode(candidates):
             return None
+    if not uses_lld and not settings.use_lld:
+        return None
     real_ld = ld_path if ld_path and os.path.basename(ld_path).startswith("ld.lld") else ""
     if not real_ld or toolchain.is_ltowrap(os.path.realpath(real_ld)):
         real_ld = toolchain.sibling(real[0], "ld.lld")

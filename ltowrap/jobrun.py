@@ -63,7 +63,7 @@ class JobRun:
         try:
             yield
         finally:
-            self.cache.locks.close()
+            self.cache.close()
             self.cache = real
             fsutil.remove_tree(root)
 
@@ -95,7 +95,7 @@ class JobRun:
 
     def finish(self, cleanup: bool) -> None:
         self.record.end = self.record.end or time.time()
-        self.cache.locks.close()
+        self.cache.close()
         if cleanup:
             try:
                 self.cache.maybe_cleanup(self.stats)

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 
 from . import cachekey, fsutil, toolchain
 from .cache import LINKS, Cache
 from .cmdline import LinkCommand
 from .jobrun import JobRun
+from .linkdirect import MISSING, OUTPUT_SETTINGS, Lane, digest, result_layout, write_outputs
 from .magic import THIN_ARCHIVE, read_head
 
 TYPE_CHECKING = False
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from .plan import LinkPlan
 
 MAX_MANIFESTS = 8  # per fixed key: a few variants of one link (an edited file and back)
-MISSING = "missing"  # the digest of a file that was not there
 MODELLED_OUTPUTS = ("Map",)  # lldopts names of options whose file the memo stores beside -o
 DEPFILE = "final.d"
 
@@ -93,13 +92,6 @@ def _unescape(name: str) -> str:
     return "".join(out)
 
 
-def _digest(path: str) -> str:
-    try:
-        return cachekey.digest_bytes(fsutil.read_bytes(path))
-    except OSError:
-        return MISSING
-
-
 def _fs_now(directory: str) -> int:
     """The filesystem's clock (ns): what a file changed from now on will have as its mtime, or more."""
     path = os.path.join(directory, f"clock-{os.getpid()}-{os.urandom(6).hex()}")
@@ -117,6 +109,8 @@ class Memo:
     key: str
     command: LinkCommand
     outputs: tuple[str, ...] | None  # None: the link writes a file the memo does not model
+    argv: list[str]  # the ld.lld command
+    direct: Lane | None = None  # the driver link's direct lane, written beside each stored or restored link
     started_ns: int = 0
 
     def restore(self) -> bool:
@@ -128,14 +122,16 @@ class Memo:
 
         def digest_of(path: str) -> str:
             if path not in digests:
-                digests[path] = _digest(path)
+                digests[path] = digest(path)
             return digests[path]
 
         for files in self._manifests():
-            if all(digest_of(path) == digest for path, digest in files):
-                result = self.cache.get(LINKS, cachekey.link_result_key(self.key, files))
+            if all(digest_of(path) == d for path, d in files):
+                result_key = cachekey.link_result_key(self.key, files)
+                result = self.cache.get(LINKS, result_key)
                 if result is not None and self._write(result.meta, result.payload):
                     stats.add("link_hits")
+                    self._store_direct(files, result_key)
                     return True
         self.started_ns = _fs_now(self.cache.tmp_dir())
         return False
@@ -167,17 +163,17 @@ class Memo:
                 self.cache.stats.add("link_unmemoised")
                 return
         meta = {"outputs": [[p, len(b)] for p, b in zip(self.outputs, blobs)], "out": len(out), "err": len(err)}
-        if not self.cache.put(LINKS, cachekey.link_result_key(self.key, files), meta, b"".join(blobs) + out + err):
+        result_key = cachekey.link_result_key(self.key, files)
+        if not self.cache.put(LINKS, result_key, meta, b"".join(blobs) + out + err):
             return
+        self._store_direct(files, result_key)
         manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
-        old = self.cache.path(LINKS, self.key)
-        try:
-            replaced = os.path.getsize(old)
-        except OSError:
-            replaced = 0
-        if self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode()) and replaced:
-            self.cache.stats.add("bytes_removed", replaced)
-            self.cache.stats.add("files_removed")
+        self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode())
+
+    def _store_direct(self, files: list[tuple[str, str]], result_key: str) -> None:
+        if self.direct is not None:
+            absent = [p for a in self.command.args for p in a.searched]
+            self.direct.store(self.cache, self.argv, absent, files, result_key, self.command.relocatable)
 
     def _manifests(self, count: bool = True) -> list[list[tuple[str, str]]]:
         entry = self.cache.get(LINKS, self.key)
@@ -218,48 +214,32 @@ class Memo:
                 continue
             if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
                 return None
-            files.append((path, _digest(path)))
+            files.append((path, digest(path)))
         # Option records are touched on every use (records.load), so their times say nothing;
         # a compile replaces one whole (atomic rename), and its contents are what counts.
         kept = {records.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
-        return files + sorted((path, _digest(path)) for path in kept)
+        return files + sorted((path, digest(path)) for path in kept)
 
     def _write(self, meta: dict, payload: bytes) -> bool:
-        """Write the outputs as lld would (a new file, renamed into place, mode 0777 or for -r and
-        the map 0666, less the umask); False if the entry does not fit this link."""
-        try:
-            sizes = [(str(p), int(n)) for p, n in meta["outputs"]]
-            n_out, n_err = int(meta["out"]), int(meta["err"])
-        except (KeyError, ValueError, TypeError):
-            sizes, n_out, n_err = [], -1, -1
-        if tuple(p for p, _ in sizes) != self.outputs or sum(n for _, n in sizes) + n_out + n_err != len(payload):
+        """Write the outputs and replay the output; False if the entry does not fit this link."""
+        layout = result_layout(meta, len(payload))
+        if layout is None or tuple(p for p, _ in layout[0]) != self.outputs:
             self.cache.stats.add("bad_entries")
             return False
-        pos = 0
-        try:
-            for i, (path, n) in enumerate(sizes):
-                mode = 0o777 if i == 0 and not self.command.relocatable else 0o666
-                fsutil.atomic_write(path, payload[pos : pos + n], mode, create_dirs=False)
-                pos += n
-        except OSError:  # the real link will meet the same problem and say so
-            return False
-        sys.stdout.buffer.write(payload[pos : pos + n_out])
-        sys.stdout.buffer.flush()
-        sys.stderr.buffer.write(payload[pos + n_out :])
-        sys.stderr.buffer.flush()
-        return True
+        return write_outputs(layout[0], self.command.relocatable, payload, layout[1])
 
 
-def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand, cwd: str) -> Memo | None:
+def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand, cwd: str,
+            direct: Lane | None = None) -> Memo | None:
     """The memo of this link (with no outputs when it writes a file the memo does not model), or None when off."""
     if not run.settings.memo:
         return None
     outs = outputs(command)
     if outs is None:
-        return Memo(run.cache, "", command, None)
+        return Memo(run.cache, "", command, None, real + args)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
+    settings = {name: str(getattr(run.settings, name)) for name in OUTPUT_SETTINGS} | {"clang": clang}
     key = cachekey.link_memo_key(
         cachekey.linker_identity(real[0]), run.compiler_identity(clang), cwd, real + args,
-        [a.input or "" for a in command.args],
-        [("backend_opts", run.settings.backend_opts), ("clang", clang)])
-    return Memo(run.cache, key, command, outs)
+        [a.input or "" for a in command.args], list(settings.items()))
+    return Memo(run.cache, key, command, outs, real + args, direct)

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from . import cachekey, cmdline, config, fsutil, jobrun, linkmemo, log, proc, toolchain
+from . import cachekey, cmdline, config, fsutil, jobrun, linkdirect, linkmemo, log, proc, toolchain
 from .cache import MODULES
 from .errors import Reason, ToolFailed, Unsupported
 
@@ -24,11 +24,12 @@ CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC
 
 
 def run_linker(real: list[str], args: list[str], original: list[str] | None = None,
-               settings: config.Settings | None = None) -> int:
+               settings: config.Settings | None = None, direct: linkdirect.Lane | None = None) -> int:
     """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
 
     `original` is the user's driver command when the clang entry found the link line
-    itself: falling back to it reports errors exactly as the driver would.
+    itself: falling back to it reports errors exactly as the driver would. `direct` is that
+    driver link's direct lane, which the link memo fills.
     """
     fallback = original or real + args
     if settings is None:
@@ -39,17 +40,17 @@ def run_linker(real: list[str], args: list[str], original: list[str] | None = No
             proc.exec_tool(fallback)
     record = log.Record(tool=os.path.basename(real[0]), argv=real + args)
     with jobrun.job_run(settings, record) as run:
-        rc = _attempt(run, real, args)
+        rc = _attempt(run, real, args, direct)
     if rc is None:
         proc.exec_tool(fallback)
     return rc
 
 
-def _attempt(run: jobrun.JobRun, real: list[str], args: list[str]) -> int | None:
+def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int | None:
     """The distributed link's exit code, or None when the original command must run instead."""
     try:
         try:
-            rc = _distribute(run, real, args)
+            rc = _distribute(run, real, args, direct)
         except OSError as e:
             if e.errno not in CACHE_UNUSABLE:
                 raise
@@ -57,7 +58,7 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str]) -> int | None
             print(f"ltowrap: cache {run.settings.cache_dir} unusable ({e.strerror}); linking without it",
                   file=sys.stderr)
             with run.without_cache():
-                rc = _distribute(run, real, args)
+                rc = _distribute(run, real, args, None)
     except Unsupported as e:
         if e.reason is Reason.NO_BITCODE:
             run.stats.add("links_passthrough")
@@ -88,10 +89,10 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
     return None
 
 
-def _distribute(run: jobrun.JobRun, real: list[str], args: list[str]) -> int:
+def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
     cwd = os.getcwd()
     command = cmdline.parse(args, cwd)
-    memo = linkmemo.prepare(run, real, args, command, cwd)
+    memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     if memo is not None and memo.restore():
         run.record.decision = "restored"
         return 0

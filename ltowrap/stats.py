@@ -3,17 +3,22 @@
 Like ccache: each process adds its counts to one of SHARDS files (chosen by pid) under
 an flock, with an atomic rewrite, so concurrent builds lose no update and never
 contend on one file. `ltowrap stats` sums the shards.
+
+A shard is text, one counter a line: `count NAME VALUE` or `reason KEY VALUE`. A restored
+link counts its hit here, so this module imports nothing costly: no json (7 ms with the
+`re` it loads), no dataclasses. Shards that ltowrap 0.x wrote as JSON are still read.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass, field
 
 from . import fsutil
-from .errors import Reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .errors import Reason
 
 SHARDS = 16
 STATS_DIR = "stats"
@@ -55,10 +60,12 @@ FLOAT_COUNTERS: dict[str, str] = {
 SIZE_COUNTERS = ("bytes_added", "files_added", "bytes_removed", "files_removed")
 
 
-@dataclass
 class Stats:
-    counts: dict[str, float] = field(default_factory=dict)
-    reasons: dict[str, int] = field(default_factory=dict)
+    """One invocation's counts, added to a shard once (flush)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+        self.reasons: dict[str, int] = {}
 
     def add(self, name: str, n: float = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
@@ -74,6 +81,8 @@ class Stats:
 
 def reason_text(key: str) -> str:
     """What a fallback reason's key means (a key from an older ltowrap is shown as it is)."""
+    from .errors import Reason
+
     try:
         return Reason(key).text
     except ValueError:
@@ -84,12 +93,42 @@ def _shard_path(cache_dir: str, pid: int) -> str:
     return os.path.join(cache_dir, STATS_DIR, str(pid % SHARDS))
 
 
+def _number(text: str) -> float:
+    return float(text) if "." in text or "e" in text else int(text)
+
+
 def _read(path: str) -> dict:
+    """A shard: {"counts": {...}, "reasons": {...}}; empty if missing or unreadable."""
     try:
-        data = json.loads(fsutil.read_nofollow(path))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+        data = fsutil.read_nofollow(path)
+    except OSError:
         return {}
+    if data.startswith(b"{"):  # written by an older ltowrap
+        import json
+
+        try:
+            old = json.loads(data)
+        except ValueError:
+            return {}
+        return old if isinstance(old, dict) else {}
+    counts: dict[str, float] = {}
+    reasons: dict[str, int] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        parts = line.split(" ")
+        try:
+            if len(parts) == 3 and parts[0] == "count":
+                counts[parts[1]] = _number(parts[2])
+            elif len(parts) == 3 and parts[0] == "reason":
+                reasons[parts[1]] = int(parts[2])
+        except ValueError:
+            continue
+    return {"counts": counts, "reasons": reasons}
+
+
+def _text(counts: dict[str, float], reasons: dict[str, int]) -> bytes:
+    lines = [f"count {k} {v}" for k, v in sorted(counts.items())]
+    lines += [f"reason {k} {v}" for k, v in sorted(reasons.items())]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def flush(cache_dir: str, stats: Stats) -> None:
@@ -101,13 +140,13 @@ def flush(cache_dir: str, stats: Stats) -> None:
         fsutil.make_dirs(os.path.dirname(path))
         with fsutil.locked(path + ".lock"):
             data = _read(path)
-            counts = data.setdefault("counts", {})
+            counts = data.get("counts", {})
             for k, v in stats.counts.items():
                 counts[k] = counts.get(k, 0) + v
-            reasons = data.setdefault("reasons", {})
+            reasons = data.get("reasons", {})
             for k, v in stats.reasons.items():
                 reasons[k] = reasons.get(k, 0) + v
-            fsutil.atomic_write(path, json.dumps(data, sort_keys=True).encode())
+            fsutil.atomic_write(path, _text(counts, reasons))
     except OSError:
         pass
 
@@ -122,7 +161,14 @@ def summary(cache_dir: str) -> dict:
             counts[k] = counts.get(k, 0) + v
         for k, v in data.get("reasons", {}).items():
             reasons[k] = reasons.get(k, 0) + v
-    zeroed = _read(os.path.join(cache_dir, STATS_DIR, "zeroed")).get("at")
+    zeroed: float | None = None
+    try:
+        text = fsutil.read_nofollow(os.path.join(cache_dir, STATS_DIR, "zeroed")).decode()
+        if text.startswith("{"):  # written by an older ltowrap: {"at": seconds}
+            text = text.partition(":")[2].strip(" }\n")
+        zeroed = float(text)
+    except (OSError, ValueError):
+        pass
     return {"counts": counts, "reasons": reasons, "zeroed_at": zeroed}
 
 
@@ -134,8 +180,8 @@ def zero(cache_dir: str, keep_size: bool = True) -> None:
         with fsutil.locked(path + ".lock"):
             data = _read(path)
             kept = {k: v for k, v in data.get("counts", {}).items() if keep_size and k in SIZE_COUNTERS}
-            fsutil.atomic_write(path, json.dumps({"counts": kept, "reasons": {}}).encode())
-    fsutil.atomic_write(os.path.join(cache_dir, STATS_DIR, "zeroed"), json.dumps({"at": time.time()}).encode())
+            fsutil.atomic_write(path, _text(kept, {}))
+    fsutil.atomic_write(os.path.join(cache_dir, STATS_DIR, "zeroed"), f"{time.time()}\n".encode())
 
 
 def cache_bytes(summed: dict) -> int:

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 REAL_LD = "LTOWRAP_REAL_LD"
 # Every entry script carries this marker in its first lines (see is_ltowrap).
 MARKER = b"ltowrap-entry"
+# What the clang driver reads from the environment when it builds a link line.
+DRIVER_ENV = ("PATH", "COMPILER_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS",
+              "CLANG_NO_DEFAULT_CONFIG", "CLANG_CONFIG_FILE_SYSTEM_DIR", "CLANG_CONFIG_FILE_USER_DIR", "SDKROOT")
 # The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
 SHIMMED = ("clang", "clang++", "ld.lld")
 
@@ -104,10 +107,16 @@ def sibling(tool_path: str, name: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(tool_path)), name)
 
 
-def backend_clang(real_ld: str, configured: str = "") -> str:
-    """The clang that compiles backends: the configured one, else the one beside ld.lld."""
+def find_backend_clang(real_ld: str, configured: str = "") -> str | None:
+    """The clang that compiles backends: the configured one, else the one beside ld.lld (None if not runnable)."""
     clang = configured or sibling(real_ld, "clang")
-    if not os.access(clang, os.X_OK):
+    return clang if os.access(clang, os.X_OK) else None
+
+
+def backend_clang(real_ld: str, configured: str = "") -> str:
+    """find_backend_clang, or Unsupported(NO_BACKEND_COMPILER)."""
+    clang = find_backend_clang(real_ld, configured)
+    if clang is None:
         from .errors import Reason, Unsupported
 
         raise Unsupported(Reason.NO_BACKEND_COMPILER, f"no clang beside {real_ld}")

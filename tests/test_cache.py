@@ -298,7 +298,7 @@ def test_stats_json_after_known_sequence(project, tmp_path, tc22):
     build(project, tc22)  # 1 distributed link, N+1 hits, thin-link hit
     write(project / "native.c", "int main(void){ return 0; }\n")
     run([tc22.clang, "-c", "native.c"], project)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "native.o", "-o", "native"], project,
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "native.o", "-o", "native"], project,
         env={**os.environ, "LTOWRAP_CLANG": tc22.clang})  # passthrough
     s = stats_json()
     for key in ("links_distributed", "links_passthrough", "links_fallback", "backend_hits", "backend_misses",
@@ -324,3 +324,25 @@ def test_trim_removes_work_directories_of_killed_links(project, tmp_path):
         (d / "idx").mkdir(parents=True)
     run([wrapper("ltowrap"), "cache", "trim"], project)
     assert not dead.exists() and alive.exists()
+
+
+def test_stats_shards_of_an_older_ltowrap_are_still_counted(tmp_path):
+    """Shards were JSON before they were text lines: an upgrade keeps the counts."""
+    from ltowrap import stats
+
+    root = tmp_path / "cache"
+    (root / "stats").mkdir(parents=True)
+    shard = root / "stats" / str(os.getpid() % stats.SHARDS)  # the one this process adds to
+    shard.write_text('{"counts": {"link_hits": 2, "cpu_saved_seconds": 1.5}, "reasons": {"no-bitcode": 1}}')
+    (root / "stats" / "zeroed").write_text('{"at": 1700000000.5}')
+    s = stats.summary(str(root))
+    assert s == {"counts": {"link_hits": 2, "cpu_saved_seconds": 1.5}, "reasons": {"no-bitcode": 1},
+                 "zeroed_at": 1700000000.5}
+    added = stats.Stats()
+    added.add("link_hits")
+    added.add("cpu_saved_seconds", 0.25)
+    stats.flush(str(root), added)
+    after = stats.summary(str(root))
+    assert after["counts"] == {"link_hits": 3, "cpu_saved_seconds": 1.75}
+    assert after["reasons"] == {"no-bitcode": 1}
+    assert shard.read_text().startswith("count ")  # rewritten in today's format

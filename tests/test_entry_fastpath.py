@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,17 @@ REPO = Path(__file__).resolve().parent.parent
 FAST = [["-c", "a.c"], ["-O2", "-S", "a.c", "-o", "a.s"], ["-E", "a.c"], ["-c", "-fno-lto", "a.c"]]
 SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.c", "-flto=thin", "-o", "prog"],
         ["-oprog", "a.c"]]
-# Links: with no -flto, no linker chosen and no input holding bitcode, sh runs them (Python would run them unchanged).
+# Links: with no -flto and no input holding bitcode, sh runs them (Python would run them unchanged).
+# With lld, archives that -l finds in -L directories are inputs too; the driver's own
+# directories are not looked into (by either side).
 LINKS_FAST = [["n.o", "-o", "prog"], ["n.o", "libn.a", "-o", "prog"], ["a.c", "-o", "prog"], ["--version"],
-              ["n.o", "-L.", "-lb", "-o", "prog"]]  # -l: Python's _has_bitcode does not look there either
-LINKS_SLOW = [["b.o", "-o", "prog"], ["n.o", "libb.a", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-o", "prog"],
-              ["n.o", "-flto=thin", "-o", "prog"], ["n.o", "--ld-path=/usr/bin/ld", "-o", "prog"]]
+              ["n.o", "-L.", "-lb", "-o", "prog"],  # no lld: the driver's linker cannot link bitcode anyway
+              ["n.o", "-fuse-ld=lld", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-L.", "-ln", "-o", "prog"],
+              ["n.o", "--ld-path=/usr/bin/ld", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-lm", "-o", "prog"]]
+LINKS_SLOW = [["b.o", "-o", "prog"], ["n.o", "libb.a", "-o", "prog"], ["n.o", "-flto=thin", "-o", "prog"],
+              ["n.o", "libthin.a", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-L.", "-lb", "-o", "prog"],
+              ["n.o", "-fuse-ld=lld", "-lb", "-L", ".", "-o", "prog"], ["n.o", "-fuse-ld=lld", "-l:libb.a", "-L.", "-o", "prog"],
+              ["n.o", "--ld-path=/usr/lib/llvm-22/bin/ld.lld", "-L.", "-lthin", "-o", "prog"]]
 
 
 @pytest.fixture
@@ -59,16 +66,17 @@ def test_everything_else_goes_to_python(lone, tmp_path, args):
 
 
 def _objects(d: Path, clang: str) -> None:
-    """n.o native, b.o bitcode, libn.a and libb.a archives of each."""
+    """n.o native, b.o bitcode, libn.a and libb.a archives of each, libthin.a a thin one of b.o."""
     run([clang, "-c", "a.c", "-o", "n.o"], d)
     run([clang, "-flto=thin", "-c", "a.c", "-o", "b.o"], d)
     ar = str(Path(clang).parent / "llvm-ar")
     run([ar, "rcs", "libn.a", "n.o"], d)
     run([ar, "rcs", "libb.a", "b.o"], d)
+    run([ar, "rcsT", "libthin.a", "b.o"], d)
 
 
 @pytest.mark.parametrize("args", LINKS_FAST, ids=" ".join)
-def test_links_without_bitcode_start_no_python(lone, tmp_path, tc22, args):
+def test_links_without_bitcode_start_no_python(lone, tmp_path, tc22, args, monkeypatch):
     d, env = lone
     write(tmp_path / "a.c", "int main(void) { return 0; }\n")
     _objects(tmp_path, tc22.clang)
@@ -76,16 +84,23 @@ def test_links_without_bitcode_start_no_python(lone, tmp_path, tc22, args):
     # Python agrees: it would run the command unchanged (no lld route).
     from ltowrap import config, entry
 
+    monkeypatch.chdir(tmp_path)
     assert entry._lld_route([tc22.clang], args, config.load()) is None
 
 
 @pytest.mark.parametrize("args", LINKS_SLOW, ids=" ".join)
-def test_links_that_may_carry_bitcode_go_to_python(lone, tmp_path, tc22, args):
+def test_links_that_may_carry_bitcode_go_to_python(lone, tmp_path, tc22, args, monkeypatch):
     d, env = lone
     write(tmp_path / "a.c", "int main(void) { return 0; }\n")
     _objects(tmp_path, tc22.clang)
     done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
     assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+    # Python agrees: a link for ltowrap's linker.
+    from ltowrap import config, entry
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BIN / "ltowrap-clang")])  # where it finds its ld.lld entry
+    assert entry._lld_route([tc22.clang], args, config.load()) is not None
 
 
 @pytest.mark.parametrize("setting", [{"LTOWRAP_LTO": "thin"}, {"LTOWRAP_CONFIG": "/dev/null"}, "config-file",

@@ -176,7 +176,8 @@ def _linker_pids(marker: str) -> list[int]:
                 environ = Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            # The link runs in the clang entry itself, or (when the driver runs it) in ltowrap-ld.lld.
-            if len(cmd) > 1 and cmd[1].endswith((b"ltowrap-ld.lld", b"ltowrap-entry")) and marker.encode() in environ:
+            # The link runs in the clang entry itself (`python -S ltowrap-entry`), or (when the
+            # driver runs it) in ltowrap-ld.lld.
+            if any(c.endswith((b"ltowrap-ld.lld", b"ltowrap-entry")) for c in cmd[1:3]) and marker.encode() in environ:
                 pids.append(int(entry))
     return pids

@@ -228,7 +228,7 @@ def test_direct_ld_lld_with_bitcode(project, tmp_path, tc22):
 def test_native_only_link_passes_through(project, tmp_path, tc):
     write(project / "main.c", "int main(void){ return 0; }\n")
     run([tc.clang, "-c", "main.c"], project)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-o", "prog"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "-o", "prog"], project, env=lw_env(tc))
     run(["./prog"], project)
     assert last_link(tmp_path)["decision"] == "passthrough"
 

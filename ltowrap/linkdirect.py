@@ -1,0 +1,162 @@
+"""The link memo's direct lane: a driver link restored from its command alone, in milliseconds.
+
+The link memo (linkmemo.py) is keyed by the final ld.lld argv, so reaching it takes the
+driver line (driverline.py), the parse of the link line (cmdline.py) and their imports:
+about 30 ms of a 40 ms relink. Like ccache's direct mode, this lane skips them. Its entry
+(l/, cachekey.link_direct_key: the driver's argv, working directory and environment, the
+tools' stat identity, the settings) holds what the memo's own keys took from the disk
+when the link was memoised, and a lookup checks each again:
+- the stat identity of the files and directories the driver line names (driverline's
+  own check: a libc or gcc upgrade misses);
+- the library candidates lld's search tried before each -l's file, still absent (the
+  memo's fixed key records where each -l resolved);
+- every file the link read, hashed again (the memo's manifest);
+then it writes the outputs of the memo's result entry, as the memo would. Anything that
+does not hold is a miss, and the link goes the memo's way, which writes this entry anew.
+
+Everything imported here is cheap (no json, re, dataclasses or contextlib), and a test
+holds it so: tests/test_linkmemo.py.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import time
+
+from . import cachekey, fsutil, stats, toolchain
+from .cache import LINKS, Cache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .config import Settings
+
+MISSING = "missing"  # the digest of a file that was not there (linkmemo's too)
+# The settings that change a link's output (linkmemo.prepare keys them too).
+OUTPUT_SETTINGS = ("backend_opts", "clang")
+
+
+def digest(path: str) -> str:
+    try:
+        return cachekey.digest_bytes(fsutil.read_bytes(path))
+    except OSError:
+        return MISSING
+
+
+def write_outputs(outputs: list[tuple[str, int]], relocatable: bool, payload: bytes, n_out: int) -> bool:
+    """Write a memoised link's outputs as lld would (a new file renamed into place, mode 0777,
+    or 0666 for -r and the map, less the umask) and replay what it printed; False if a file
+    cannot be written (the real link will meet the same problem and say so)."""
+    pos = 0
+    try:
+        for i, (path, n) in enumerate(outputs):
+            mode = 0o777 if i == 0 and not relocatable else 0o666
+            fsutil.atomic_write(path, payload[pos : pos + n], mode, create_dirs=False)
+            pos += n
+    except OSError:
+        return False
+    sys.stdout.buffer.write(payload[pos : pos + n_out])
+    sys.stdout.buffer.flush()
+    sys.stderr.buffer.write(payload[pos + n_out :])
+    sys.stderr.buffer.flush()
+    return True
+
+
+def result_layout(meta: dict, size: int) -> tuple[list[tuple[str, int]], int] | None:
+    """(outputs with their sizes, bytes printed on stdout) of a memo result entry, or None if
+    its meta does not add up to its payload."""
+    try:
+        outputs = [(str(p), int(n)) for p, n in meta["outputs"]]
+        n_out, n_err = int(meta["out"]), int(meta["err"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    if sum(n for _, n in outputs) + n_out + n_err != size or min([n_out, n_err, *(n for _, n in outputs)]) < 0:
+        return None
+    return outputs, n_out
+
+
+class Lane:
+    """One driver link's direct entry: looked up first, written after the memo's way."""
+
+    def __init__(self, cache_dir: str, key: str, driver_args: list[str]) -> None:
+        self.cache_dir = cache_dir
+        self.key = key
+        self.driver_args = driver_args  # the arguments given to the driver (its line names other files)
+        self.named: list[str] = []
+        self.named_stamp = ""
+
+    def driver_line(self, named: list[str]) -> None:
+        """The files and directories the driver line names, with their stat identity now,
+        when the line was found good."""
+        self.named = named
+        self.named_stamp = cachekey.stamp(named)
+
+    def restore(self, settings: Settings) -> bool:
+        """Restore the link if everything it read is as it was; True if done (and counted)."""
+        counts = stats.Stats()
+        cache = Cache(self.cache_dir, counts)
+        start = time.time()
+        done = self._restore(cache)
+        if done is not None:
+            counts.add("link_hits")
+        stats.flush(self.cache_dir, counts)
+        if done is not None and settings.log:
+            from . import log
+
+            record = log.Record(tool=os.path.basename(done[0]), argv=done, start=start, decision="restored")
+            record.end = time.time()
+            log.append(settings.log, record)
+        return done is not None
+
+    def _restore(self, cache: Cache) -> list[str] | None:
+        """The ld.lld argv of the restored link, or None on a miss."""
+        entry = cache.get(LINKS, self.key)
+        if entry is None:
+            return None
+        try:
+            data = marshal.loads(entry.payload)
+            named, named_stamp, absent = data["named"], data["stamp"], data["absent"]
+            files, result_key, relocatable, argv = data["files"], data["result"], data["relocatable"], data["argv"]
+        except (ValueError, EOFError, TypeError, KeyError):
+            cache.stats.add("bad_entries")
+            return None
+        if cachekey.stamp(named) != named_stamp or any(os.path.isfile(p) for p in absent):
+            return None
+        if any(digest(path) != d for path, d in files):
+            return None
+        result = cache.get(LINKS, result_key)
+        if result is None:
+            return None
+        layout = result_layout(result.meta, len(result.payload))
+        if layout is None:
+            cache.stats.add("bad_entries")
+            return None
+        outputs, n_out = layout
+        return argv if write_outputs(outputs, relocatable, result.payload, n_out) else None
+
+    def store(self, cache: Cache, argv: list[str], absent: list[str], files: list[tuple[str, str]],
+              result_key: str, relocatable: bool) -> None:
+        """Write the entry for a link the memo stored or restored (argv: its ld.lld command)."""
+        if not self.named_stamp:
+            return
+        data = {"named": self.named, "stamp": self.named_stamp, "absent": absent, "files": [list(f) for f in files],
+                "result": result_key, "relocatable": relocatable, "argv": argv}
+        cache.put(LINKS, self.key, {}, marshal.dumps(data))
+
+
+def lane(real: list[str], args: list[str], real_ld: str, settings: Settings) -> Lane | None:
+    """The direct lane of the driver link `real + args` (real_ld: the ld.lld it will run), or
+    None when the memo is off or the command names a response file (whose contents the key
+    would not see)."""
+    if not settings.memo or any(a.startswith("@") for a in args):
+        return None
+    clang = toolchain.find_backend_clang(real_ld, settings.clang)
+    if clang is None:
+        return None
+    tools = cachekey.stamp([*toolchain.compiler_files(real[0]), os.path.dirname(os.path.realpath(real[0])),
+                            os.path.realpath(real_ld), *toolchain.compiler_files(clang)])
+    env = [(name, os.environ.get(name, "\0unset")) for name in toolchain.DRIVER_ENV]
+    key = cachekey.link_direct_key(real + args, os.getcwd(), env, tools,
+                                   [(name, str(getattr(settings, name))) for name in OUTPUT_SETTINGS])
+    return Lane(settings.cache_dir, key, args)
