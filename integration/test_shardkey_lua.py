@@ -3,11 +3,14 @@
 Soundness, as a differential test: lua's thin-link is run many ways that mean the same
 backend compiles (the archive as lld reads it, its members as files in Makefile order,
 reversed, renamed and moved, in an archive of another name, lld's DTLTO with its
-per-link temporary names), and ways that mean other ones (a one-file edit, fewer
-imports). Every backend job gets the key
-ltowrap would give it (the shard's canonical text, the module's digest; the compile
-command is the same for all); every job that shares its key with a job of another link
-is compiled for real, and the objects of one key must be byte-identical.
+per-link temporary names), and ways that mean other ones (one-file edits, fewer
+imports). The index-only links import declarations too, as ltowrap's thin-link does, so
+a module a shard names only through declarations goes into the key by its interface
+(shardkey.module_interface): the same-name edits (lvm.c, lgc.c, lstrlib.c) check that
+rule. Every backend job gets the key ltowrap would give it (the shard's canonical text,
+the module's digest; the compile command is the same for all); every job that shares its
+key with a job of another link is compiled for real, and the objects of one key must be
+byte-identical.
 
 Precision: lld's DTLTO relink of lua through ltowrap-distributor hits the cache for every
 backend (it was 13 of 33 with the raw shard key).
@@ -35,6 +38,10 @@ from .test_lua import SCRIPTS, llvm_bin, makefile_objects
 pytestmark = pytest.mark.slow
 
 CFLAGS = ["-O2", "-flto=thin", "-DLUA_COMPAT_5_3", "-DLUA_USE_LINUX"]
+# One-file edits as a developer makes them (bench/precision.py's): the file keeps its name.
+SAME_NAME_EDITS = [("lvm.c", "#define MAXTAGLOOP\t2000", "#define MAXTAGLOOP\t2001"),
+                   ("lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101"),
+                   ("lstrlib.c", "#define MAXCCALLS\t200", "#define MAXCCALLS\t201")]
 RECORDER = """import json, os, shutil, subprocess, sys
 job = json.load(open(sys.argv[-1]))
 keep = os.environ["SHARDS_TO"]
@@ -56,11 +63,13 @@ class Job:
     module: str  # as the shard names it, relative to cwd
     shard: Path
     key: str
+    whole: str  # the key if every module the shard names went in by its bytes (no interfaces)
 
 
 @pytest.fixture(scope="module")
 def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """lua.o and every liblua.a member as ThinLTO bitcode, and lstrlib.o edited (lstrlib-edit.o)."""
+    """lua.o and every liblua.a member as ThinLTO bitcode, lstrlib.o edited (lstrlib-edit.o,
+    from a source of another name), and each SAME_NAME_EDITS file edited (edited/<name>.o)."""
     tree = debsrc.lua_upstream_tree(tmp_path_factory.mktemp("shardkey-lua-src") / "lua5.4")
     clang = str(llvm_bin(22) / "clang")
     src = tree / "src"
@@ -71,6 +80,12 @@ def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (src / "lstrlib.c").read_text().replace("#define MAXCCALLS\t200", "#define MAXCCALLS\t201")
     (src / "lstrlib-edit.c").write_text(text)
     subprocess.run([clang, *CFLAGS, "-c", "lstrlib-edit.c", "-o", "lstrlib-edit.o"], cwd=src, check=True)
+    (src / "edited").mkdir()
+    for name, old, new in SAME_NAME_EDITS:
+        text = (src / name).read_text()
+        assert text.count(old) == 1, (name, old)
+        (src / "edited" / name).write_text(text.replace(old, new))
+        subprocess.run([clang, *CFLAGS, "-I..", "-c", name], cwd=src / "edited", check=True)
     (src / "order").write_text("\n".join(names[1:]))
     return src
 
@@ -79,11 +94,29 @@ def _members(src: Path) -> list[str]:
     return (src / "order").read_text().split()
 
 
-def _key(cwd: Path, shard: bytes, module: str) -> str:
-    digest_of = cachekey.file_digests()
-    identity = cachekey.shard_identity(shard, lambda p: digest_of(str(cwd / p)), module)
-    assert identity.startswith("shardkey:"), module
-    return cachekey.digest_bytes(f"{identity}\0{digest_of(str(cwd / module))}".encode())
+class _Under(cachekey.ModuleDigests):
+    """ltowrap's module digests, for paths relative to a link's directory."""
+
+    def __init__(self, cwd: Path) -> None:
+        super().__init__()
+        self.cwd = cwd
+
+    def __call__(self, path: str) -> str:
+        return super().__call__(str(self.cwd / path))
+
+    def interface(self, path: str) -> str:
+        return super().interface(str(self.cwd / path))
+
+
+def _keys(cwd: Path, shard: bytes, module: str) -> tuple[str, str]:
+    """The key ltowrap gives the job, and the key with every module by its bytes."""
+    digest_of = _Under(cwd)
+    out = []
+    for names in (digest_of, lambda p: digest_of(p)):  # a plain callable: no interfaces
+        identity = cachekey.shard_identity(shard, names, module)
+        assert identity.startswith("shardkey:"), module
+        out.append(cachekey.digest_bytes(f"{identity}\0{digest_of(module)}".encode()))
+    return out[0], out[1]
 
 
 def _place(src: Path, where: Path, files: dict[str, str]) -> None:
@@ -96,7 +129,9 @@ def _place(src: Path, where: Path, files: dict[str, str]) -> None:
 def _index_link(name: str, src: Path, where: Path, inputs: list[str], options: tuple[str, ...] = ("-E",)) -> list[Job]:
     """A --thinlto-index-only link of `inputs` in `where`; its jobs, with the keys ltowrap would give them."""
     lld = str(llvm_bin(22) / "ld.lld")
-    subprocess.run([lld, "--thinlto-index-only", "--thinlto-emit-imports-files", *inputs, "-o", "lua", *options],
+    # As ltowrap's thin-link runs it: declarations imported too (thinlink.py).
+    subprocess.run([lld, "--thinlto-index-only", "--thinlto-emit-imports-files", "-mllvm", "-import-declaration",
+                    *inputs, "-o", "lua", *options],
                    cwd=where, check=True, capture_output=True)
     jobs = []
     for shard in where.rglob("*.thinlto.bc"):
@@ -105,7 +140,7 @@ def _index_link(name: str, src: Path, where: Path, inputs: list[str], options: t
         if not data or not (where / (module + ".imports")).exists():
             continue
         _materialise(src, where, bitcode.module_paths(data))
-        jobs.append(Job(name, where, module, shard, _key(where, data, module)))
+        jobs.append(Job(name, where, module, shard, *_keys(where, data, module)))
     return jobs
 
 
@@ -143,6 +178,12 @@ def _links(src: Path, tmp: Path) -> list[Job]:
     # 6. A one-file edit (lstrlib.c), members as files.
     _place(src, tmp / "edit", {**files, "obj/lstrlib.o": "lstrlib-edit.o"})
     jobs += _index_link("edit", src, tmp / "edit", ["lua.o", *(f"obj/{m}" for m in members)])
+    # 6b. Edits as a developer makes them (the source keeps its name): modules that import
+    # only declarations from the edited one keep their keys.
+    for name, _, _ in SAME_NAME_EDITS:
+        link = f"edit-{name[:-2]}"
+        _place(src, tmp / link, {**files, f"obj/{name[:-2]}.o": f"edited/{name[:-2]}.o"})
+        jobs += _index_link(link, src, tmp / link, ["lua.o", *(f"obj/{m}" for m in members)])
     # 7. A link that means other compiles: fewer imports. Its keys must differ wherever its
     # objects do.
     _place(src, tmp / "fewer-imports", files)
@@ -170,7 +211,7 @@ def _dtlto(src: Path, where: Path, n: int) -> list[Job]:
     for bc in sorted((where / "shards").glob("*.bc")):
         module = bc.with_suffix(".module").read_text()
         _materialise(src, where, bitcode.module_paths(bc.read_bytes()))
-        jobs.append(Job(f"dtlto{n}", where, module, bc, _key(where, bc.read_bytes(), module)))
+        jobs.append(Job(f"dtlto{n}", where, module, bc, *_keys(where, bc.read_bytes(), module)))
     return jobs
 
 
@@ -189,6 +230,8 @@ def test_same_key_same_object_over_many_lua_links(lua_objects: Path, tmp_path: P
         by_key[j.key].append(j)
     shared = {k: js for k, js in by_key.items() if len({j.link for j in js}) > 1}
     raw_differs = sum(len({j.shard.read_bytes() for j in js}) > 1 for js in shared.values())
+    # Keys shared although a module the shard imports declarations from differs.
+    via_interface = sum(len({j.whole for j in js}) > 1 for js in shared.values())
     to_compile = [(k, n, j) for k, js in shared.items() for n, j in enumerate(js)]
     (tmp_path / "objs").mkdir()
     with ThreadPoolExecutor(2) as pool:
@@ -200,12 +243,24 @@ def test_same_key_same_object_over_many_lua_links(lua_objects: Path, tmp_path: P
     unsound = {k: [f"{j.link}:{j.module}" for j in shared[k]] for k, objs in per_key.items() if len(objs) > 1}
     pairs = sum(len(js) - 1 for js in shared.values())
     print(f"\n{len(jobs)} jobs in {len({j.link for j in jobs})} links, {len(by_key)} keys; "
-          f"{len(shared)} keys shared across links ({raw_differs} of them with different shard bytes), "
-          f"{pairs} same-key pairs compiled and compared")
+          f"{len(shared)} keys shared across links ({raw_differs} of them with different shard bytes, "
+          f"{via_interface} with a declarations-only module that differs), {pairs} same-key pairs compiled and compared")
     assert not unsound, unsound
     assert len(shared) >= 30 and raw_differs >= 30  # the test compared what the raw key could not
-    keys = {link: {j.module: j.key for j in jobs if j.link == link} for link in ("files", "edit", "fewer-imports")}
+    # lua's modules import definitions from most modules they import anything from: three
+    # keys here (redis's networking.c edit has ten such backends).
+    assert via_interface >= 3
+    edits = [f"edit-{name[:-2]}" for name, _, _ in SAME_NAME_EDITS]
+    keys = {link: {j.module: j.key for j in jobs if j.link == link}
+            for link in ("files", "edit", "fewer-imports", *edits)}
+    wholes = {link: {j.module: j.whole for j in jobs if j.link == link} for link in ("files", *edits)}
     assert keys["edit"]["obj/lstrlib.o"] != keys["files"]["obj/lstrlib.o"]
+    for (name, _, _), link in zip(SAME_NAME_EDITS, edits):
+        assert keys[link][f"obj/{name[:-2]}.o"] != keys["files"][f"obj/{name[:-2]}.o"]
+    changed = sum(keys[link][m] != k for link in edits for m, k in keys["files"].items())
+    changed_whole = sum(wholes[link][m] != k for link in edits for m, k in wholes["files"].items())
+    print(f"same-name edits: {changed} backends to compile ({changed_whole} with every module by its bytes)")
+    assert changed < changed_whole
     assert sum(keys["fewer-imports"][m] != k for m, k in keys["files"].items()) >= 10
 
 

@@ -9,7 +9,8 @@ Layout under the cache directory (created 0700, files 0600):
                         and whole links'      }  (linkmemo.py)
                         outputs              }
     r/xx/<digest>       per-module compile options (records.py); not trimmed by size
-    c/xx/<key>          `clang --version` under the stat identity of the compiler's files
+    c/xx/<key>          `clang --version` under the stat identity of the compiler's files; a
+                        module's interface digest under its content digest (cachekey.ModuleDigests)
     d/xx/<key>          the driver's link line (`clang -###`, driverline.py)
     stats/              counters (stats.py)
     locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)

@@ -34,23 +34,54 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from .cache import Cache
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-8"
+FORMAT_VERSION = "ltowrap-cache-9"
 
 
 def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def file_digests(known: dict[str, str] | None = None) -> Callable[[str], str]:
-    """A memoised path -> digest of the file's bytes, seeded with digests already known."""
-    memo = dict(known or {})
+class ModuleDigests:
+    """Modules named by content, memoised per path: called, the digest of a file's bytes
+    (seeded with digests already known); interface(path), the digest of what a backend that
+    imports only declarations from the module reads of it (shardkey.module_interface).
 
-    def digest_of(path: str) -> str:
-        if path not in memo:
-            memo[path] = digest_bytes(read_bytes(path))
-        return memo[path]
+    An interface costs a parse of the module (0.1 s for redis's networking.o) and every
+    thin-link after an edit needs those of most modules, so with a cache they are also
+    kept there (c/), under the module's digest: each module version is parsed once.
+    (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
-    return digest_of
+    def __init__(self, known: dict[str, str] | None = None, memo: Cache | None = None) -> None:
+        self.known = dict(known or {})
+        self.memo = memo
+        self.interfaces: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        if path not in self.known:
+            self.known[path] = digest_bytes(read_bytes(path))
+        return self.known[path]
+
+    def interface(self, path: str) -> str:
+        if path not in self.interfaces:
+            from . import shardkey  # for backend keys only
+            from .cache import TOOLCHAINS
+
+            key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
+            entry = self.memo.get(TOOLCHAINS, key) if self.memo is not None else None
+            if entry is not None:
+                self.interfaces[path] = entry.payload.decode()
+            else:
+                found = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
+                if self.memo is not None:
+                    self.memo.put(TOOLCHAINS, key, {}, found.encode())
+                self.interfaces[path] = found
+        return self.interfaces[path]
+
+
+def file_digests(known: dict[str, str] | None = None, memo: Cache | None = None) -> ModuleDigests:
+    """A memoised path -> digest of the file's bytes, seeded with digests already known;
+    module interfaces also kept in `memo`'s cache."""
+    return ModuleDigests(known, memo)
 
 
 class Hasher:
@@ -136,12 +167,14 @@ def remote_toolchain(identity: str) -> str:
 
 def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str | None:
     """The shard's canonical text (shardkey.canonical: value ids as GUIDs, module paths as
-    the digests of the modules' bytes, in path order; `module` is the compile's own), or
-    None when the shard or a module it names cannot be read."""
+    the digests of the modules' bytes, in path order, or of their interfaces where only
+    declarations are imported and digest_of is a ModuleDigests; `module` is the compile's
+    own), or None when the shard or a module it names cannot be read."""
     from . import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
+    interface_of = digest_of.interface if isinstance(digest_of, ModuleDigests) else None
     try:
-        return shardkey.canonical(shard, digest_of, module)
+        return shardkey.canonical(shard, digest_of, module, interface_of)
     except (bitcode.BadBitcode, OSError):
         return None
 

@@ -107,7 +107,7 @@ def run(json_path: str, settings: Settings | None = None) -> int:
         jobs = [Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output)
                 for module, shard, output, imports in parsed]
         record.modules = len(jobs)
-        digest_of = file_digests({j.module.path: j.module.digest for j in jobs})
+        digest_of = file_digests({j.module.path: j.module.digest for j in jobs}, job_run.cache)
         clang = common["args"][0]
         try:
             with job_run.executor(DtltoBackend(tuple(common["args"])), clang, digest_of,

@@ -121,7 +121,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
                                      [*link_plan.other_inputs, *command.read_files])
 
     t0 = time.time()
-    digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules})
+    digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     version = cachekey.compiler_version(run.compiler_identity(clang))
     result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, digest_of,
                           toolchain.llvm_major(version))

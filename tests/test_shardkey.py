@@ -114,6 +114,53 @@ def test_another_import_or_flag_gives_another_text(tc, tmp_path):
     assert by_source(shards(tc, tmp_path, inputs), tmp_path)["a"] != plain["a"]
 
 
+DECL = {
+    "a.c": "int b(int);\nint a(int x) { return b(x) + 1; }\nint main(int c, char **v) { return a(c); }\n",
+    "b.c": "int g = 3, h = 4;\nint b(int x) { return x * 7 + g + h; }\n",
+}
+
+
+def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, ...] = ()) -> tuple[str, str, bytes]:
+    """a's shard text with and without module interfaces, and a's object, with b.c as given;
+    the thin-link imports declarations too (as ltowrap's does)."""
+    write(where / "a.c", DECL["a.c"])
+    write(where / "b.c", b_source)
+    for n in "ab":
+        run([tc.clang, "-O2", "-flto=thin", *(b_flags if n == "b" else ()), "-c", f"{n}.c"], where)
+    shard = shards(tc, where, ["a.o", "b.o"], "-mllvm", "-import-declaration", *extra)["a.o"]
+
+    def interface_of(path: str) -> str:
+        return cachekey.digest_bytes(shardkey.module_interface((where / path).read_bytes()).encode())
+
+    with_interfaces = shardkey.canonical(shard, lambda p: cachekey.digest_bytes((where / p).read_bytes()), "a.o",
+                                         interface_of)
+    run([tc.clang, "-O2", "-c", "-x", "ir", "a.o", "-fthinlto-index=a.o.thinlto.bc", "-o", "a.native.o"], where)
+    return with_interfaces, canonical(where, shard, "a.o"), (where / "a.native.o").read_bytes()
+
+
+def test_a_module_only_declared_goes_in_by_its_interface(tc22, tmp_path):
+    """A module a backend imports only declarations from goes in by its interface: another
+    body of b() gives the same text and the same object; other module-level content of b.c
+    (a global's order, a module flag) another text. With b()'s body imported, its bytes."""
+    no_defs = ("-mllvm", "-import-instr-limit=0")
+    base, base_whole, base_obj = decl_texts(tc22, tmp_path / "base", DECL["b.c"], *no_defs)
+    assert "declarations" in base and "declarations" not in base_whole
+    body = DECL["b.c"].replace("x * 7", "x * 9")
+    text, whole, obj = decl_texts(tc22, tmp_path / "body", body, *no_defs)
+    assert text == base and whole != base_whole and obj == base_obj
+
+    # What IRMover takes of a module it links with no global value: the order of its
+    # globals, its module flags.
+    reordered = DECL["b.c"].replace("int g = 3, h = 4;", "int h = 4, g = 3;")
+    assert decl_texts(tc22, tmp_path / "order", reordered, *no_defs)[0] != base
+    assert decl_texts(tc22, tmp_path / "flags", DECL["b.c"], *no_defs, b_flags=("-fno-pic",))[0] != base
+
+    # b() imported as a definition: b.o by its bytes, so another body, another text.
+    imported, _, _ = decl_texts(tc22, tmp_path / "def", DECL["b.c"])
+    assert "declarations" not in imported
+    assert decl_texts(tc22, tmp_path / "def-body", body)[0] != imported
+
+
 def test_the_own_module_is_marked(tc, tmp_path):
     """The compile's own module is named by its rank: two identical inputs are two modules."""
     compile_sources(tc, tmp_path)
@@ -207,3 +254,20 @@ def _summary_records(shard: Path) -> list[list[int]]:
 
     walk(tree.root)
     return found
+
+
+def test_interfaces_are_kept_in_the_cache(tc22, tmp_path, monkeypatch):
+    """A module's interface is parsed once per version: later links read it from c/."""
+    from ltowrap.cache import Cache
+    from ltowrap.stats import Stats
+
+    write(tmp_path / "b.c", DECL["b.c"])
+    run([tc22.clang, "-O2", "-flto=thin", "-c", "b.c"], tmp_path)
+    cache = Cache(str(tmp_path / "cache"), Stats())
+    first = cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o"))
+
+    def no_parse(module: bytes) -> str:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(shardkey, "module_interface", no_parse)
+    assert cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o")) == first
