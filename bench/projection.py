@@ -6,8 +6,10 @@ LOCAL.jsonl is the LTOWRAP_LOG of a cold link compiled here (bench/run.py --keep
 rep0-ltowrap-nomemo/cold-link-alone.jsonl), REMOTE.jsonl the same link with every job
 executed remotely (rep0-remote-exec/link-alone-cold.jsonl). From them:
 - each backend's compile time here (start..end of a `compiled` job);
-- each job's remote overhead: its start..end on the workers less its compile time here
-  (upload, queueing, the worker's own start, download); the median is used for all;
+- the remote overhead per job: the worker time the all-remote link used beyond the
+  compiles themselves (its backends' span times the workers it had, `--measured-workers`,
+  less the compile times here), over its jobs: upload, scheduling, the worker's own
+  start, download. (A job's own start..end would count its wait in the server's queue.)
 - the rest of the link (thin-link, final link, lookups): the local link's time less its
   backends' span.
 Then it replays the executor's scheduling (executor.py, hybrid execute mode): jobs longest
@@ -61,20 +63,22 @@ def main() -> int:
     p.add_argument("remote", type=Path)
     p.add_argument("--binary")
     p.add_argument("--local-slots", type=int, default=2)
+    p.add_argument("--measured-workers", type=int, default=2, help="workers of the all-remote link (bench: 2)")
     a = p.parse_args()
     local, remote = main_record(a.local, a.binary), main_record(a.remote, a.binary)
     here, there = durations(local, LOCAL), durations(remote, REMOTE)
     shared = sorted(set(here) & set(there))
     if not shared:
         raise SystemExit("no module compiled here in the first log and executed remotely in the second")
-    overheads = sorted(there[m] - here[m] for m in shared)
-    overhead = statistics.median(overheads)
     span = max(b["end"] for b in local["backends"]) - min(b["start"] for b in local["backends"])
     rest = (local["end"] - local["start"]) - span
+    executed = [b for b in remote["backends"] if b["source"] == REMOTE]
+    remote_span = max(b["end"] for b in executed) - min(b["start"] for b in executed)
+    overhead = max(0.0, (remote_span * a.measured_workers - sum(here[m] for m in shared)) / len(shared))
     jobs = list(here.values())
-    print(f"{len(jobs)} backends, {sum(jobs):.2f} s of compiles here (longest {max(jobs):.2f} s); "
-          f"remote overhead per job: median {overhead:.2f} s (p10 {overheads[len(overheads) // 10]:.2f}, "
-          f"p90 {overheads[len(overheads) * 9 // 10]:.2f}, {len(shared)} jobs); rest of the link {rest:.2f} s")
+    print(f"{len(jobs)} backends, {sum(jobs):.2f} s of compiles here (longest {max(jobs):.2f} s, median "
+          f"{statistics.median(jobs):.2f} s); remote overhead per job {overhead:.3f} s ({len(shared)} jobs on "
+          f"{a.measured_workers} workers in {remote_span:.2f} s); rest of the link {rest:.2f} s")
     print(f"measured: local {local['end'] - local['start']:.2f} s, all remote on the loopback workers "
           f"{remote['end'] - remote['start']:.2f} s")
     print("\n| workers | local slots | projected link s | vs local only |\n|---:|---:|---:|---:|")

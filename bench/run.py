@@ -72,7 +72,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -536,21 +537,26 @@ def scenarios_remote_busy(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
         _publish_then_read(b, rec, rep, tmp)
 
 
+@contextmanager
+def _two_workers(b: Bench, where: Path) -> Iterator[None]:
+    """A fresh BuildGrid execution server with two loopback workers for b's clang, as b's LTOWRAP_REMOTE."""
+    clang = b.config.env["LTOWRAP_CLANG"]
+    toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
+    with _reapi().exec_server(where, workers=2, toolchains=[toolchain]) as server:
+        b.env["LTOWRAP_REMOTE"] = server.url
+        yield
+
+
 def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """Execution on two loopback workers: cold build, link alone served from the server's cache, link alone cold."""
     main = b.project.main_binary
-    reapi = _reapi()
-    clang = b.config.env["LTOWRAP_CLANG"]
-    toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
-    with reapi.exec_server(tmp / "bgd", workers=2, toolchains=[toolchain]) as server:
-        b.env["LTOWRAP_REMOTE"] = server.url
+    with _two_workers(b, tmp / "bgd"):
         log = tmp / "cold-build.jsonl"
         rec.add("remote-exec: cold build", rep, b.build(log=log), log, main)
         _drop_local_objects(b)
         log = tmp / "link-alone-hits.jsonl"
         rec.add("remote-exec: link alone, server cache hits", rep, b.link_alone(log=log), log, main)
-    with reapi.exec_server(tmp / "bgd2", workers=2, toolchains=[toolchain]) as server:
-        b.env["LTOWRAP_REMOTE"] = server.url
+    with _two_workers(b, tmp / "bgd2"):
         _drop_local_objects(b)
         log = tmp / "link-alone-cold.jsonl"
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
@@ -560,15 +566,10 @@ def scenarios_hybrid(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
     """The local slots and two loopback workers together: a cold build, then a cold link alone
     (each on a fresh server, so no job is answered from its cache)."""
     main = b.project.main_binary
-    reapi = _reapi()
-    clang = b.config.env["LTOWRAP_CLANG"]
-    toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
-    with reapi.exec_server(tmp / "bgd", workers=2, toolchains=[toolchain]) as server:
-        b.env["LTOWRAP_REMOTE"] = server.url
+    with _two_workers(b, tmp / "bgd"):
         log = tmp / "cold-build.jsonl"
         rec.add("hybrid: cold build", rep, b.build(log=log), log, main)
-    with reapi.exec_server(tmp / "bgd2", workers=2, toolchains=[toolchain]) as server:
-        b.env["LTOWRAP_REMOTE"] = server.url
+    with _two_workers(b, tmp / "bgd2"):
         _drop_local_objects(b)
         log = tmp / "link-alone-cold.jsonl"
         rec.add("hybrid: cold link alone", rep, b.link_alone(log=log), log, main)

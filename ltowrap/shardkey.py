@@ -302,9 +302,17 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     """
     tree = _Tree()
     bitcode._read_stream(bitcode._stream(shard), tree)
-    out = [FORMAT]
+    lines, found = _top_level(tree.root, lambda m: _module_block(m, digest_of, self_path, interface_of))
+    if found != 1:
+        raise BadBitcode(f"{found} MODULE_BLOCKs in an index shard")
+    return "\n".join([FORMAT, *lines]) + "\n"
+
+
+def _top_level(root: _Node, module: Callable[[_Node], list[str]]) -> tuple[list[str], int]:
+    """The stream's top level as lines, each MODULE_BLOCK as `module` gives it; and how many there were."""
+    out: list[str] = []
     found = 0
-    for top in tree.root.items:
+    for top in root.items:
         if not isinstance(top, _Node):
             out.append("rec " + _ints(top))
         elif top.bid == BLOCKINFO:
@@ -313,10 +321,8 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
             out += _raw(top)
         else:
             found += 1
-            out += _module_block(top, digest_of, self_path, interface_of)
-    if found != 1:
-        raise BadBitcode(f"{found} MODULE_BLOCKs in an index shard")
-    return "\n".join(out) + "\n"
+            out += module(top)
+    return out, found
 
 
 def _module_block(node: _Node, digest_of: Callable[[str], str], self_path: str | None,
@@ -475,21 +481,10 @@ def _metadata(node: _Node, values: list[tuple[str, list[int] | None]]) -> tuple[
 
 
 def _interface(tree: _Node) -> list[str]:
-    out = [f"interface {FORMAT}"]
-    modules = 0
-    for top in tree.items:
-        if not isinstance(top, _Node):
-            out.append("rec " + _ints(top))
-        elif top.bid == BLOCKINFO:
-            continue
-        elif top.bid != MODULE_BLOCK:
-            out += _raw(top)
-        else:
-            modules += 1
-            out += _module_interface(top)
+    lines, modules = _top_level(tree, _module_interface)
     if modules != 1:
         raise _Unknown(f"{modules} modules")
-    return out
+    return [f"interface {FORMAT}", *lines]
 
 
 def _module_interface(node: _Node) -> list[str]:
