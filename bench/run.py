@@ -26,9 +26,9 @@ and, with --remote, on a real REAPI service on loopback (BuildGrid, tests/reapi_
                                                          (a second machine), link alone
   remote-busy   remote-cache through a busy server       cold build (publishes), clean
                 (BuildGrid answering 2 requests at once) rebuild with an empty local cache
-  remote-exec   ltowrap, remote_mode=execute, two        cold build, link alone: server
-                workers on this machine, every job sent  cache hits, then cold
-                to them (remote_local=false)
+  remote-exec   ltowrap, remote_mode=execute, --workers  cold build, link alone: server
+                (2) workers on this machine, every job   cache hits, then cold
+                sent to them (remote_local=false)
   hybrid        remote-exec with the local slots on      cold build, cold link alone
                 (remote_local=true, the default)         (a fresh server for each)
 
@@ -257,6 +257,7 @@ class Bench:
     tree: Path
     env: dict[str, str]
     output: Path  # build output of this configuration, for post-mortems
+    workers: int = 2  # remote-exec and hybrid: the loopback workers
 
     def make(self, *targets: str, log: Path | None = None) -> Run:
         vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
@@ -538,38 +539,38 @@ def scenarios_remote_busy(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
 
 
 @contextmanager
-def _two_workers(b: Bench, where: Path) -> Iterator[None]:
-    """A fresh BuildGrid execution server with two loopback workers for b's clang, as b's LTOWRAP_REMOTE."""
+def _workers(b: Bench, where: Path) -> Iterator[None]:
+    """A fresh BuildGrid execution server with b.workers loopback workers for b's clang, as b's LTOWRAP_REMOTE."""
     clang = b.config.env["LTOWRAP_CLANG"]
     toolchain = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
-    with _reapi().exec_server(where, workers=2, toolchains=[toolchain]) as server:
+    with _reapi().exec_server(where, workers=b.workers, toolchains=[toolchain]) as server:
         b.env["LTOWRAP_REMOTE"] = server.url
         yield
 
 
 def scenarios_remote_exec(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
-    """Execution on two loopback workers: cold build, link alone served from the server's cache, link alone cold."""
+    """Execution on the loopback workers (--workers): cold build, link alone served from the server's cache, link alone cold."""
     main = b.project.main_binary
-    with _two_workers(b, tmp / "bgd"):
+    with _workers(b, tmp / "bgd"):
         log = tmp / "cold-build.jsonl"
         rec.add("remote-exec: cold build", rep, b.build(log=log), log, main)
         _drop_local_objects(b)
         log = tmp / "link-alone-hits.jsonl"
         rec.add("remote-exec: link alone, server cache hits", rep, b.link_alone(log=log), log, main)
-    with _two_workers(b, tmp / "bgd2"):
+    with _workers(b, tmp / "bgd2"):
         _drop_local_objects(b)
         log = tmp / "link-alone-cold.jsonl"
         rec.add("remote-exec: cold link alone", rep, b.link_alone(log=log), log, main)
 
 
 def scenarios_hybrid(b: Bench, rec: Recorder, rep: int, tmp: Path) -> None:
-    """The local slots and two loopback workers together: a cold build, then a cold link alone
+    """The local slots and the loopback workers together: a cold build, then a cold link alone
     (each on a fresh server, so no job is answered from its cache)."""
     main = b.project.main_binary
-    with _two_workers(b, tmp / "bgd"):
+    with _workers(b, tmp / "bgd"):
         log = tmp / "cold-build.jsonl"
         rec.add("hybrid: cold build", rep, b.build(log=log), log, main)
-    with _two_workers(b, tmp / "bgd2"):
+    with _workers(b, tmp / "bgd2"):
         _drop_local_objects(b)
         log = tmp / "link-alone-cold.jsonl"
         rec.add("hybrid: cold link alone", rep, b.link_alone(log=log), log, main)
@@ -652,12 +653,12 @@ REMOTE_ROWS = [
     ("remote-busy: cold build", "build", "ltowrap-nomemo: cold build", "server answers 2 requests at once"),
     ("remote-busy: clean rebuild, new machine", "build", "ltowrap-nomemo: clean rebuild",
      "server answers 2 requests at once; local: warm"),
-    ("remote-exec: cold build", "build", "ltowrap-nomemo: cold build", "every backend on the 2 loopback workers"),
+    ("remote-exec: cold build", "build", "ltowrap-nomemo: cold build", "every backend on the loopback workers (--workers)"),
     ("remote-cache: link alone, remote hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
     ("remote-exec: link alone, server cache hits", "link", "ltowrap-nomemo: warm link alone", "local: local cache hits"),
     ("remote-exec: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local: compiled here"),
-    ("hybrid: cold build", "build", "ltowrap-nomemo: cold build", "local slots + 2 loopback workers"),
-    ("hybrid: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local slots + 2 loopback workers"),
+    ("hybrid: cold build", "build", "ltowrap-nomemo: cold build", "local slots + loopback workers (--workers)"),
+    ("hybrid: cold link alone", "link", "ltowrap-nomemo: cold link alone", "local slots + loopback workers (--workers)"),
 ]
 
 
@@ -827,6 +828,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=3, help="repetitions (default 3); medians are reported")
     p.add_argument("--jobs", type=int, default=MAKE_JOBS,
                    help="backend parallelism: LTOWRAP_JOBS, --thinlto-jobs, distributor --jobs (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="loopback workers of remote-exec and hybrid (default 2)")
     p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"), help="LLVM bin dir (needs DTLTO: 22+)")
     p.add_argument("--only", nargs="+", metavar="CONFIG", help="run only these configurations")
     p.add_argument("--remote", action="store_true",
@@ -853,7 +855,7 @@ def run_reps(a: argparse.Namespace, project: Project, clang: Path, scratch: Path
             work.mkdir()
             config = next(c for c in configs(clang, a.jobs, work) if c.name == name)
             tree = Path(shutil.copytree(pristine, work / "tree", symlinks=True))
-            bench = Bench(project, config, tree, clean_env(work) | config.env, work / "make.out")
+            bench = Bench(project, config, tree, clean_env(work) | config.env, work / "make.out", a.workers)
             print(f"rep {rep + 1}/{a.reps} {name}", flush=True)
             result = SCENARIOS[name](bench, rec, rep, work)
             if result:
