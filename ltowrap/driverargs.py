@@ -55,6 +55,11 @@ def walk(args: list[str]):
         i += 1
 
 
+def has_response_file(args: list[str]) -> bool:
+    """Does the command name an @response file (whose contents its arguments do not show)?"""
+    return any(a.startswith("@") for a in args)
+
+
 def inputs(args: list[str]) -> list[str]:
     return [a for a, _, is_input in walk(args) if is_input and a != "-"]
 

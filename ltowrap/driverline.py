@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import cachekey, proc, stats, toolchain
+from . import cachekey, driverargs, proc, stats, toolchain
 from .cache import DRIVER_LINES, Cache
 
 def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: str) -> list[str] | None:
@@ -24,13 +24,12 @@ def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: st
     A command that names a response file is asked of the driver every time: the key would
     not see the file's contents.
     """
-    if any(a.startswith("@") for a in args):
+    if driverargs.has_response_file(args):
         return run_driver(real, args, real_ld)
     counts = stats.Stats()
     cache = Cache(cache_dir, counts)
-    env = [(name, os.environ.get(name, "\0unset")) for name in toolchain.DRIVER_ENV]
-    driver = cachekey.stamp([*toolchain.compiler_files(real[0]), os.path.dirname(os.path.realpath(real[0]))])
-    key = cachekey.driver_line_key(driver, real + args, os.getcwd(), env)
+    driver = cachekey.stamp(toolchain.driver_files(real[0]))
+    key = cachekey.driver_line_key(driver, real + args, os.getcwd(), toolchain.driver_env())
     argv = _cached(cache, key)
     if argv is not None:
         counts.add("driver_line_hits")

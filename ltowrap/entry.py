@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
 
 def _seen(args: list[str]) -> list[str]:
     """The arguments as clang will see them: @response files expanded (CMake, long commands)."""
-    if not any(a.startswith("@") for a in args):
+    if not driverargs.has_response_file(args):
         return args
     from .errors import Unsupported
     from .rsp import expand_response_files

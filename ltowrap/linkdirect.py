@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from . import cachekey, fsutil, stats, toolchain
+from . import cachekey, driverargs, fsutil, stats, toolchain
 from .cache import LINKS, Cache
 
 TYPE_CHECKING = False
@@ -149,14 +149,14 @@ def lane(real: list[str], args: list[str], real_ld: str, settings: Settings) -> 
     """The direct lane of the driver link `real + args` (real_ld: the ld.lld it will run), or
     None when the memo is off or the command names a response file (whose contents the key
     would not see)."""
-    if not settings.memo or any(a.startswith("@") for a in args):
+    if not settings.memo or driverargs.has_response_file(args):
         return None
     clang = toolchain.find_backend_clang(real_ld, settings.clang)
     if clang is None:
         return None
-    tools = cachekey.stamp([*toolchain.compiler_files(real[0]), os.path.dirname(os.path.realpath(real[0])),
-                            os.path.realpath(real_ld), *toolchain.compiler_files(clang)])
-    env = [(name, os.environ.get(name, "\0unset")) for name in toolchain.DRIVER_ENV]
-    key = cachekey.link_direct_key(real + args, os.getcwd(), env, tools,
+    tools = toolchain.driver_files(real[0]) + [os.path.realpath(real_ld)]
+    if os.path.realpath(clang) != tools[0]:  # another backend clang than the driver: its files too
+        tools += toolchain.compiler_files(clang)
+    key = cachekey.link_direct_key(real + args, os.getcwd(), toolchain.driver_env(), cachekey.stamp(tools),
                                    [(name, str(getattr(settings, name))) for name in OUTPUT_SETTINGS])
     return Lane(settings.cache_dir, key, args)

@@ -134,6 +134,17 @@ def compiler_files(clang: str) -> list[str]:
     return [real, *(os.path.join(libdir, n) for n in libs)]
 
 
+def driver_files(driver: str) -> list[str]:
+    """The files and directory whose change changes the driver's link line: the compiler's
+    files and its directory, where its config files live."""
+    return [*compiler_files(driver), os.path.dirname(os.path.realpath(driver))]
+
+
+def driver_env() -> list[tuple[str, str]]:
+    """The environment variables the driver reads (DRIVER_ENV), unset ones marked as such."""
+    return [(name, os.environ.get(name, "\0unset")) for name in DRIVER_ENV]
+
+
 def version_text(tool: str) -> str:
     """`tool --version`, as it prints it."""
     _, out, _ = proc.capture([tool, "--version"], merge=True)
