@@ -42,11 +42,22 @@ def backend_jobs(tree: Path) -> int:
     return (1 + len(core) + len(lib)) + (1 + len(core) + 1)
 
 
-def remote_toolchain(tmp_path: Path, url: str):
-    tc = wrapper_toolchain(tmp_path, 22)
-    # Every job on the workers: what these tests watch (the hybrid has its own test).
-    tc.env.update(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
+def machine(where: Path, url: str, **env: str):
+    """A machine of its own (cache and config under `where`) using the remote service at `url`."""
+    tc = wrapper_toolchain(where, 22)
+    tc.env.update(LTOWRAP_REMOTE=url, **env)
     return tc
+
+
+def remote_toolchain(tmp_path: Path, url: str):
+    # Every job on the workers: what these tests watch (the hybrid has its own test).
+    return machine(tmp_path, url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
+
+
+def assert_every_backend_from_the_remote_cache(s: dict, lua_src: Path) -> None:
+    """A second machine's stats: every backend a remote hit, or a local hit once the other link fetched it."""
+    assert s["remote_hits"] + s["backend_hits"] == backend_jobs(lua_src)
+    assert s["backend_misses"] == 0 and s["remote_errors"] == 0
 
 
 def test_lua_backends_on_two_workers(lua_src: Path, tmp_path: Path) -> None:
@@ -70,8 +81,7 @@ def test_lua_hybrid_local_slots_and_two_workers_same_binaries(lua_src: Path, tmp
     expected = {b: (lua_src / "src" / b).read_bytes() for b in ("lua", "luac")}
     subprocess.run(["make", "-C", "src", "clean"], cwd=lua_src, check=True, capture_output=True)
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(CLANG)]) as server:
-        tc = wrapper_toolchain(tmp_path / "hybrid", 22)
-        tc.env.update(LTOWRAP_REMOTE=server.url, LTOWRAP_REMOTE_MODE="execute")
+        tc = machine(tmp_path / "hybrid", server.url, LTOWRAP_REMOTE_MODE="execute")
         make(lua_src, tc, tmp_path / "hybrid.log")
     run_lua(lua_src, tmp_path)
     for b, data in expected.items():
@@ -130,21 +140,17 @@ def test_another_machine_gets_every_lua_backend_from_the_remote_cache(lua_tree: 
     depend on that.
     """
     with cache_server(tmp_path / "bgd") as url:
-        first = wrapper_toolchain(tmp_path / "a", 22)
-        first.env.update(LTOWRAP_REMOTE=url)
+        first = machine(tmp_path / "a", url)
         make(lua_src, first, tmp_path / "a.log")
         s = stats(first)  # each backend compiled once, by one of the two links, and uploaded
         assert s["remote_uploads"] == s["backend_misses"] == backend_jobs(lua_src) - s["backend_hits"]
 
         other = Path(shutil.copytree(lua_tree, tmp_path / "elsewhere" / "lua5.4", symlinks=True))
-        second = wrapper_toolchain(tmp_path / "b-machine", 22)
-        second.env.update(LTOWRAP_REMOTE=url)
+        second = machine(tmp_path / "b-machine", url)
         make(other, second, tmp_path / "b.log")
         run_lua(other, tmp_path)
-        s = stats(second)
         # Backends both links need are fetched by one of them, the other taking it from the local cache.
-        assert s["remote_hits"] + s["backend_hits"] == backend_jobs(lua_src)
-        assert s["backend_misses"] == 0 and s["remote_errors"] == 0
+        assert_every_backend_from_the_remote_cache(stats(second), lua_src)
         for binary in ("lua", "luac"):
             assert (other / "src" / binary).read_bytes() == (lua_src / "src" / binary).read_bytes(), binary
 
@@ -155,8 +161,7 @@ def test_busy_small_server_another_machine_gets_every_lua_backend(lua_src: Path,
     an empty cache gets every backend from it. Same checkout path on both machines: another
     path is test_another_machine_gets_every_lua_backend_from_the_remote_cache's concern."""
     with cache_server(tmp_path / "bgd", threads=10, max_rpcs=2) as url:
-        first = wrapper_toolchain(tmp_path / "a", 22)
-        first.env.update(LTOWRAP_REMOTE=url)
+        first = machine(tmp_path / "a", url)
         make(lua_src, first, tmp_path / "a.log")
         a = stats(first)
         # luac's jobs that are lua's too may come from the local cache (backend_hits): not published twice.
@@ -165,14 +170,11 @@ def test_busy_small_server_another_machine_gets_every_lua_backend(lua_src: Path,
         expected = {b: (lua_src / "src" / b).read_bytes() for b in ("lua", "luac")}
 
         subprocess.run(["make", "-C", "src", "clean"], cwd=lua_src, check=True, capture_output=True)
-        second = wrapper_toolchain(tmp_path / "b-machine", 22)
-        second.env.update(LTOWRAP_REMOTE=url)
+        second = machine(tmp_path / "b-machine", url)
         make(lua_src, second, tmp_path / "b.log")
         run_lua(lua_src, tmp_path)
         s = stats(second)
-        # Every backend from the remote cache, or from this machine's cache once the other link fetched it.
-        assert s["remote_hits"] + s["backend_hits"] == backend_jobs(lua_src)
-        assert s["backend_misses"] == 0 and s["remote_errors"] == 0
+        assert_every_backend_from_the_remote_cache(s, lua_src)
         for b, data in expected.items():
             assert (lua_src / "src" / b).read_bytes() == data, b
         retried = a["remote_retries"] + s["remote_retries"]
@@ -186,8 +188,7 @@ def test_server_stopped_mid_build_builds_locally_and_writes_nothing_bad(lua_src:
     compiles and publishes under way): the build succeeds here, and what it cached is sound
     (a rebuild without the remote takes every backend from the cache, the same binaries)."""
     with stoppable_cache_server(tmp_path / "bgd") as server:
-        tc = wrapper_toolchain(tmp_path, 22)
-        tc.env.update(LTOWRAP_REMOTE=server.url, LTOWRAP_REMOTE_TIMEOUT="5")
+        tc = machine(tmp_path, server.url, LTOWRAP_REMOTE_TIMEOUT="5")
         log = tmp_path / "ltowrap.log"
         argv = ["make", "-C", "src", "-j2", "linux", f"CC={tc.cc}", f"CFLAGS={CFLAGS}"]
         build = subprocess.Popen(argv, cwd=lua_src, env=tc.env | {"LTOWRAP_LOG": str(log)},
