@@ -4,7 +4,7 @@ Layout under the cache directory (created 0700, files 0600):
     m/<pos>-<digest>.o  bitcode modules and archive members, named by link position and the xxh3-128 of their
                         bytes: the thin-link sees its modules under these paths
     o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
-    t/xx/<key>          thin-link records    }         | meta (JSON, includes the key) | payload
+    t/xx/<key>          thin-link records    }         | meta (marshal, includes the key) | payload
     l/xx/<key>          link memo: manifests }
                         and whole links'      }  (linkmemo.py)
                         outputs              }
