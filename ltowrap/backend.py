@@ -136,7 +136,3 @@ class LinkBackend:
                 raise Unsupported(Reason.MODULE_FACTS, f"cannot read the module flags of {module.origin}")
             return []
         return module_options(facts, relocation)
-
-    def read_files(self) -> list[str]:
-        """Files the compile reads besides the module, its shard and its imports."""
-        return [self.command.lto.sample_profile] if self.command.lto.sample_profile else []

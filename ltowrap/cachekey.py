@@ -34,11 +34,20 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from .cache import Cache
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-9"
+FORMAT_VERSION = "ltowrap-cache-10"
+MISSING = "missing"  # the digest of a file that is not there
 
 
 def digest_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
+
+
+def file_digest(path: str) -> str:
+    """The digest of a file's contents, or MISSING."""
+    try:
+        return digest_bytes(read_bytes(path))
+    except OSError:
+        return MISSING
 
 
 class ModuleDigests:
@@ -112,33 +121,23 @@ class Hasher:
 # --- the tools -----------------------------------------------------------------------------------
 
 
-def _stamp(paths: Iterable[str]) -> str:
-    """Stat identity (size, mtime, inode) of files: changes when a package upgrade replaces them."""
-    out = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        out.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
-    return "\0".join(out)
-
-
 def compiler_identity(clang: str, memo: Cache) -> str:
-    """`clang --version` and the stat identity of the files that make up the compiler.
+    """`clang --version`, the stat identity of the files that make up the compiler and the
+    contents of its config files (toolchain.compiler_files).
 
     Running clang costs ~30 ms, so the answer is kept in the cache (c/) under the stat
-    identity of the driver and of the LLVM libraries beside it, and asked again only when
-    one of them changes.
+    identity of those files, and asked again only when one of them changes.
     """
     from .cache import TOOLCHAINS
 
-    stamp = _stamp(toolchain.compiler_files(clang))
-    key = digest_bytes(stamp.encode())
+    files = toolchain.compiler_files(clang)
+    stamped = stamp(files)
+    key = digest_bytes(stamped.encode())
     entry = memo.get(TOOLCHAINS, key)
     if entry is not None:
         return entry.payload.decode()
-    identity = f"{stamp}\0{toolchain.version_text(clang)}"
+    configs = "".join(f"config {p} {file_digest(p)}\n" for p in toolchain.compiler_configs(clang))
+    identity = f"{stamped}\0{configs}\0{toolchain.version_text(clang)}"
     memo.put(TOOLCHAINS, key, {}, identity.encode())
     return identity
 
@@ -149,7 +148,7 @@ def compiler_version(identity: str) -> str:
 
 
 def linker_identity(ld: str) -> str:
-    return _stamp([os.path.realpath(ld)])
+    return stamp([os.path.realpath(ld)])
 
 
 def remote_toolchain(identity: str) -> str:
@@ -188,26 +187,31 @@ def shard_identity(shard: bytes, digest_of: Callable[[str], str], module: str | 
     return "shardkey:" + digest_bytes(text.encode("utf-8", "surrogateescape"))
 
 
-def backend_key(compiler: str, argv: list[str], module_digest: str, shard: str, reads: Iterable[str],
-                debug: bool = False) -> tuple[str, list[str] | None]:
+def backend_key(compiler: str, env: Iterable[tuple[str, str]], argv: list[str], module_digest: str, shard: str,
+                side: Iterable[tuple[str, str]], debug: bool = False) -> tuple[str, list[str] | None]:
     """The key of one backend compile, and (debug) the dump of what went in:
     - the cache format version (Hasher);
-    - the compiler: its --version text and the identity of its files (compiler_identity);
+    - the compiler: its --version text, the identity of its files and its config files'
+      contents (compiler_identity), and the environment variables it reads
+      (toolchain.BACKEND_ENV);
     - the backend argv with the module, shard and output paths as placeholders (this includes
       the module's recorded compile options);
     - the module's bytes (by digest) and the shard (shard_identity): what it means, not how
       lld spelled it, so the same for a clean rebuild, another directory, another cache,
       inputs in another order or under other names, or lld's own temporary names under
       DTLTO; it names, by content, every module the compile imports;
-    - the contents of any other file the compile reads (the sample profile).
+    - what else the compile reads (sideinputs.py: files its options name, files the inline
+      assembly of its modules reads, the host CPU for -march=native), each as (tag, value).
     """
     h = Hasher(debug)
     h.field("compiler", compiler)
+    for name, value in env:
+        h.field(f"env:{name}", value)
     h.field("argv", "\0".join(argv[1:]))
     h.field("module", module_digest)
     h.field("shard", shard)
-    for path in reads:
-        h.field("reads", digest_bytes(read_bytes(path)))
+    for tag, value in side:
+        h.field(tag, value)
     return h.hexdigest(), h.dump
 
 
@@ -248,11 +252,12 @@ def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple
     return h.hexdigest()
 
 
-def link_memo_key(linker: str, compiler: str, cwd: str, argv: list[str], resolved: Iterable[str],
-                  settings: Iterable[tuple[str, str]]) -> str:
+def link_memo_key(linker: str, compiler: str, env: Iterable[tuple[str, str]], cwd: str, argv: list[str],
+                  resolved: Iterable[str], settings: Iterable[tuple[str, str]]) -> str:
     """The fixed part of a link memo key, known before the link reads anything:
     - the linker's identity (linker_identity) and the compiler's (compiler_identity): they
-      make the thin-link, the backends and the final link;
+      make the thin-link, the backends and the final link; and the environment variables
+      they read (toolchain.BACKEND_ENV, LINKER_ENV);
     - the working directory (relative paths and the dependency file's names resolve against it);
     - the final ld.lld argv, as the driver gave it;
     - where each input resolved (`-lfoo` -> the file lld's search found): a library that
@@ -264,6 +269,8 @@ def link_memo_key(linker: str, compiler: str, cwd: str, argv: list[str], resolve
     h.field("memo", "link")
     h.field("ld", linker)
     h.field("compiler", compiler)
+    for name, value in env:
+        h.field(f"env:{name}", value)
     h.field("cwd", cwd)
     h.field("argv", "\0".join(argv))
     for path in resolved:
@@ -277,8 +284,8 @@ def link_direct_key(driver_argv: list[str], cwd: str, env: Iterable[tuple[str, s
                     settings: Iterable[tuple[str, str]]) -> str:
     """The key of a driver link's direct entry (linkdirect.py), known from the driver's
     command alone, before the driver line, the parse or any file the link reads:
-    - the driver's argv and working directory, and the environment variables the driver reads
-      (with driver_line_key's, they choose the final ld.lld argv);
+    - the driver's argv and working directory, and the environment variables the driver, the
+      backends and lld read (with driver_line_key's, they choose the final ld.lld argv);
     - the stat identity of the driver's files, of the real ld.lld and of the backend clang's
       files (in link_memo_key by linker_identity and compiler_identity);
     - every ltowrap setting that changes the output (as in link_memo_key).

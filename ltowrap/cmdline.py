@@ -51,7 +51,7 @@ class LinkCommand:
     shared: bool
     pie: bool
     relocatable: bool
-    read_files: tuple[str, ...] = field(default=())  # scripts and lists named by options
+    read_files: tuple[str, ...] = field(default=())  # response files, and scripts and lists named by options
     fat_lto_objects: bool = False  # --fat-lto-objects: lld takes the bitcode of fat objects
     written: tuple[tuple[str, str | None], ...] = field(default=())  # (option, value) of options that write a file
 
@@ -61,8 +61,10 @@ class LinkCommand:
 
 def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
     """ld.lld argv (without argv[0]) -> LinkCommand. Raises Unsupported for modes we don't model."""
-    split = _split(expand_response_files(argv, cwd))
+    responses: list[str] = []
+    split = _split(expand_response_files(argv, cwd, read=responses))
     reader = _Reader(_search_dirs(split))
+    reader.read_files += responses
     for option, spelling, value, tokens in split:
         if spelling is None:
             reader.input(tokens)

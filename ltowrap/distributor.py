@@ -62,9 +62,6 @@ class DtltoBackend:
         except Unsupported:
             return module_options(facts, False)
 
-    def read_files(self) -> list[str]:
-        return []
-
 
 def _check(obj: object, kind: str, where: str) -> dict:
     if not isinstance(obj, dict):

@@ -117,17 +117,17 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     direct = lane(real, with_lld, real_ld, settings)
     if direct is not None and direct.restore(settings):
         sys.exit(0)
-    from .driverline import linker_command, named_paths
+    from .driverline import linker_command
 
-    linker = linker_command(real, with_lld, real_ld, settings.cache_dir)
-    if linker is not None:
+    line = linker_command(real, with_lld, real_ld, settings.cache_dir)
+    if line is not None:
         # The driver's whole job is this one link: run it here, sparing a second Python start.
         from .pipeline import run_linker
 
         if direct is not None:
-            direct.driver_line(named_paths(linker, with_lld))
+            direct.driver_line(line.checks)
         os.environ.update(env)
-        sys.exit(run_linker(linker[:1], linker[1:], original=real + with_lld, direct=direct))
+        sys.exit(run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct))
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, fsutil, log, proc, records
+from . import backend, cachekey, fsutil, log, proc, records, sideinputs
 from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
@@ -50,9 +50,6 @@ class BackendCommand:
         """What stands in for `recorded` when a module has none: what it says of itself."""
         raise NotImplementedError
 
-    def read_files(self) -> list[str]:
-        """Files the compile reads besides the module, its shard and its imports."""
-        raise NotImplementedError
 
 
 @dataclass
@@ -76,18 +73,18 @@ COMPILED, CACHED, REMOTE_CACHED, REMOTE_EXECUTED = "compiled", "cache", "remote 
 @dataclass
 class _Pending:
     job: Job
-    key: str
+    key: str | None  # None: not cached
     recorded: list[str] | None
 
 
-_Miss = tuple[Job, str, list[str]]  # a job to compile: the job, its key, its backend argv
+_Miss = tuple[Job, str | None, list[str]]  # a job to compile: the job, its key, its backend argv
 
 
 @dataclass
 class _Running:
     child: proc.Child
     job: Job
-    key: str
+    key: str | None
     argv: list[str]
     start: float
     ticket: Ticket
@@ -147,6 +144,7 @@ class Resources:
 
     cache: Cache
     compiler: str  # cachekey.compiler_identity of the backend clang
+    env: list[tuple[str, str]]  # the environment the backend clang reads (toolchain.BACKEND_ENV)
     jobs: int  # compiles at once, at most
     gate: Gate = field(default_factory=Local)  # where each compile gets its slot: make's jobserver or the pool
     per_module_options: bool = True  # each module's recorded options (else the link's only)
@@ -155,6 +153,7 @@ class Resources:
     progress: Progress | None = None
     remote: Session | None = None
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
+    local_only: str = ""  # why no backend may go remote (the local clang reads config files or environment)
 
 
 @dataclass
@@ -173,6 +172,8 @@ class Executor:
     _here: set[str] = field(default_factory=set)  # sendable job outputs compiled here (the local side's share)
     _raced: set[str] = field(default_factory=set)  # job outputs run on both sides at once
     _wake: _Wake | None = None
+    side: dict[str, sideinputs.SideInputs] = field(default_factory=dict)  # job output -> what else it reads
+    module_reads: sideinputs.ModuleReads | None = None
 
     @property
     def cache(self) -> Cache:
@@ -182,15 +183,40 @@ class Executor:
     def remote(self) -> Session | None:
         return self.res.remote
 
-    def key(self, job: Job, argv: list[str]) -> tuple[str, list[str] | None]:
+    def side_inputs(self, job: Job, argv: list[str]) -> sideinputs.SideInputs:
+        """What the compile reads besides its module, shard and imports: what its options name,
+        what the inline assembly of its module and of every module it imports reads."""
+        if self.module_reads is None:
+            self.module_reads = sideinputs.ModuleReads(self.cache if self.cache.root else None)
+        side = sideinputs.of_argv(argv)
+        for path in (job.module.path, *job.imports):
+            digest = job.module.digest if path == job.module.path else self.digest_of(path)
+            side |= self.module_reads(path, digest)
+        return side
+
+    def key(self, job: Job, argv: list[str]) -> tuple[str | None, list[str] | None]:
+        """The job's key (None: not cacheable, sideinputs says why) and, with debug, what went in."""
+        side = self.side_inputs(job, argv)
+        self.side[job.output] = side
+        if side.unknown:
+            return None, None
         shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
-        key, dump = cachekey.backend_key(self.res.compiler, argv, job.module.digest, shard, self.backend.read_files(),
-                                         self.res.debug)
+        key, dump = cachekey.backend_key(self.res.compiler, self.res.env, argv, job.module.digest, shard,
+                                         side.fields(), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
             dump.append("shard text (shardkey.py):\n" + text if text is not None
                         else "shard text: unreadable, its raw bytes went in")
         return key, dump
+
+    def uncached(self) -> list[str]:
+        """Why some backends were not cached: one line per module."""
+        return [f"{o.job.module.origin}: {self.side[o.job.output].unknown}" for o in self.outcomes
+                if o.job.output in self.side and self.side[o.job.output].unknown]
+
+    def read_files(self) -> list[str]:
+        """Every file the backends read besides modules, shards and imports (for the link memo)."""
+        return list(dict.fromkeys(f for s in self.side.values() for f in s.files))
 
     def fill(self, record: log.Record) -> None:
         """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""
@@ -202,7 +228,9 @@ class Executor:
                                        o.action or None, o.remote_error or None,
                                        recorded=False if o.job.output in self._unrecorded else None,
                                        output=self.output.get(o.job.output), waited=o.waited or None,
-                                       raced=o.job.output in self._raced or None)
+                                       raced=o.job.output in self._raced or None,
+                                       uncached=self.side[o.job.output].unknown or None
+                                       if o.job.output in self.side else None)
                            for o in self.outcomes]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
@@ -223,8 +251,10 @@ class Executor:
         return Outcome(job, COMPILED, start, end, a.name if a is not None else "", self._unserved.get(job.output, ""),
                        job.output in self._waited)
 
-    def _hit(self, job: Job, key: str) -> bool:
+    def _hit(self, job: Job, key: str | None) -> bool:
         """Serve the job from the local cache if its object is there."""
+        if key is None:
+            return False
         t = time.time()
         entry = self.cache.get(OBJECTS, key)
         if entry is None or not entry.payload:
@@ -235,14 +265,16 @@ class Executor:
         self._done(Outcome(job, CACHED, t, time.time(), waited=job.output in self._waited))
         return True
 
-    def _claim(self, key: str) -> bool:
+    def _claim(self, key: str | None) -> bool:
+        if key is None:  # not cached: nothing to share with another process
+            return True
         if not self.cache.claims.try_claim(OBJECTS, key):
             return False
         self._claimed.add(key)
         return True
 
-    def _release(self, key: str) -> None:
-        if key in self._claimed:
+    def _release(self, key: str | None) -> None:
+        if key is not None and key in self._claimed:
             self._claimed.discard(key)
             self.cache.claims.release(OBJECTS, key)
 
@@ -255,14 +287,22 @@ class Executor:
                 self._unrecorded.add(job.output)
                 recorded = self.backend.unrecorded(job.module)
             key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
-            if dump is not None:
+            if key is None:
+                self.cache.stats.add("backend_uncached")
+            elif dump is not None:
                 self._write_dump(key, dump, job)
             if not self._hit(job, key):
                 pending.append(_Pending(job, key, recorded))
-        if self.remote is not None and pending and not self.backend.read_files():
-            # A compile that reads other files (a sample profile) stays local: its input
-            # root would need them under the same path.
-            pending = self._serve_remotely(pending)
+        # A compile with side inputs stays local: a worker has neither the files nor this CPU,
+        # nor this clang's config files or environment (remote keys name the toolchain only).
+        sendable = [p for p in pending if not self.side[p.job.output]] if not self.res.local_only else []
+        if self.remote is not None:
+            for p in pending:
+                if p not in sendable:
+                    self._unserved[p.job.output] = self.res.local_only or "reads files or the CPU of this machine"
+        if self.remote is not None and sendable:
+            served = {id(p) for p in sendable} - {id(p) for p in self._serve_remotely(sendable)}
+            pending = [p for p in pending if id(p) not in served]
         weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
         pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
         self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
@@ -508,7 +548,7 @@ class Executor:
             self._done(self._compiled(child.job, child.start, end))
         return failure
 
-    def _spawn(self, job: Job, key: str, argv: list[str], ticket: Ticket, sigmask: set[int]) -> _Running:
+    def _spawn(self, job: Job, key: str | None, argv: list[str], ticket: Ticket, sigmask: set[int]) -> _Running:
         shard_path = job.shard_path
         try:
             if not os.path.exists(shard_path):
@@ -522,7 +562,7 @@ class Executor:
             raise
         return _Running(child, job, key, argv, time.time(), ticket)
 
-    def _finish(self, job: Job, key: str, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
+    def _finish(self, job: Job, key: str | None, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
         with open(job.output + ".log", "rb") as f:
             out = f.read().decode("utf-8", "replace")
         try:
@@ -535,9 +575,11 @@ class Executor:
             why = f"exited {rc}" if rc else "wrote an empty object" if not obj else "reported a backend error"
             return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}", Reason.BACKEND_FAILED)
         self._warnings(job, out)
+        if key is None:
+            return None
         self.cache.stats.add("backend_misses")
         self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
-        if self.remote is not None:
+        if self.remote is not None and not self.side[job.output] and not self.res.local_only:
             self.remote.publish(job, obj)
         return None
 

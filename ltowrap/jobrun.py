@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import cachekey, fsutil, log, stats
+from . import cachekey, fsutil, log, stats, toolchain
 from .cache import Cache
 from .config import Settings
 
@@ -80,8 +80,10 @@ class JobRun:
         gate = slots.for_run(s, self.cache.locks, self.cache.tmp_dir())
         bar = progress.for_link(name, total, s.progress)
         session = remote.connect(s, self.stats, identity, digest_of)
-        res = Resources(self.cache, identity, gate.jobs, gate, per_module_options=s.backend_opts == "module",
-                        debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local)
+        env = toolchain.env_values(toolchain.BACKEND_ENV)
+        res = Resources(self.cache, identity, env, gate.jobs, gate, per_module_options=s.backend_opts == "module",
+                        debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local,
+                        local_only=local_only(clang, env) if session is not None else "")
         executor = Executor(backend, res, digest_of)
         try:
             yield executor
@@ -104,6 +106,16 @@ class JobRun:
         stats.flush(self.settings.cache_dir, self.stats)
         if self.settings.log:
             log.append(self.settings.log, self.record)
+
+
+def local_only(clang: str, env: list[tuple[str, str]]) -> str:
+    """Why no backend of this clang may go remote ('' if they may): a remote key names the
+    toolchain by its version, so what else changes this clang's output stays here."""
+    configs = toolchain.compiler_configs(clang)
+    if configs:
+        return f"the backend clang reads config files ({', '.join(configs)})"
+    set_vars = [name for name, value in env if value != toolchain.UNSET]
+    return f"the backend clang reads {', '.join(set_vars)} from the environment" if set_vars else ""
 
 
 @contextmanager

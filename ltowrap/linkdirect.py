@@ -6,8 +6,8 @@ about 30 ms of a 40 ms relink. Like ccache's direct mode, this lane skips them. 
 (l/, cachekey.link_direct_key: the driver's argv, working directory and environment, the
 tools' stat identity, the settings) holds what the memo's own keys took from the disk
 when the link was memoised, and a lookup checks each again:
-- the stat identity of the files and directories the driver line names (driverline's
-  own check: a libc or gcc upgrade misses);
+- what the driver line depends on (driverline.Checks: the stat identity of the files and
+  directories it names or searches, the contents of the config files the driver loaded);
 - the library candidates lld's search tried before each -l's file, still absent (the
   memo's fixed key records where each -l resolved);
 - every file the link read, hashed again (the memo's manifest);
@@ -31,17 +31,14 @@ from .cache import LINKS, Cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Settings
+    from .driverline import Checks
 
-MISSING = "missing"  # the digest of a file that was not there (linkmemo's too)
+MISSING = cachekey.MISSING
+digest = cachekey.file_digest
 # The settings that change a link's output (linkmemo.prepare keys them too).
 OUTPUT_SETTINGS = ("backend_opts", "clang")
-
-
-def digest(path: str) -> str:
-    try:
-        return cachekey.digest_bytes(fsutil.read_bytes(path))
-    except OSError:
-        return MISSING
+# The environment variables a driver link's output depends on: the driver's, the backends', lld's.
+LINK_ENV = tuple(dict.fromkeys(toolchain.DRIVER_ENV + toolchain.BACKEND_ENV + toolchain.LINKER_ENV))
 
 
 def write_outputs(outputs: list[tuple[str, int]], relocatable: bool, payload: bytes, n_out: int) -> bool:
@@ -83,14 +80,11 @@ class Lane:
         self.cache_dir = cache_dir
         self.key = key
         self.driver_args = driver_args  # the arguments given to the driver (its line names other files)
-        self.named: list[str] = []
-        self.named_stamp = ""
+        self.checks: Checks | None = None
 
-    def driver_line(self, named: list[str]) -> None:
-        """The files and directories the driver line names, with their stat identity now,
-        when the line was found good."""
-        self.named = named
-        self.named_stamp = cachekey.stamp(named)
+    def driver_line(self, checks: Checks) -> None:
+        """What the driver line depends on, as it was when the line was found good."""
+        self.checks = checks
 
     def restore(self, settings: Settings) -> bool:
         """Restore the link if everything it read is as it was; True if done (and counted)."""
@@ -116,14 +110,14 @@ class Lane:
             return None
         try:
             data = marshal.loads(entry.payload)
-            named, named_stamp, absent = data["named"], data["stamp"], data["absent"]
+            stamped, stamp, configs, absent = data["stamped"], data["stamp"], data["configs"], data["absent"]
             files, result_key, relocatable, argv = data["files"], data["result"], data["relocatable"], data["argv"]
         except (ValueError, EOFError, TypeError, KeyError):
             cache.stats.add("bad_entries")
             return None
-        if cachekey.stamp(named) != named_stamp or any(os.path.isfile(p) for p in absent):
+        if cachekey.stamp(stamped) != stamp or any(os.path.isfile(p) for p in absent):
             return None
-        if any(digest(path) != d for path, d in files):
+        if any(digest(path) != d for path, d in (*configs, *files)):
             return None
         result = cache.get(LINKS, result_key)
         if result is None:
@@ -138,10 +132,11 @@ class Lane:
     def store(self, cache: Cache, argv: list[str], absent: list[str], files: list[tuple[str, str]],
               result_key: str, relocatable: bool) -> None:
         """Write the entry for a link the memo stored or restored (argv: its ld.lld command)."""
-        if not self.named_stamp:
+        if self.checks is None:
             return
-        data = {"named": self.named, "stamp": self.named_stamp, "absent": absent, "files": [list(f) for f in files],
-                "result": result_key, "relocatable": relocatable, "argv": argv}
+        c = self.checks
+        data = {"stamped": list(c.stamped), "stamp": c.stamp, "configs": [list(f) for f in c.configs], "absent": absent,
+                "files": [list(f) for f in files], "result": result_key, "relocatable": relocatable, "argv": argv}
         cache.put(LINKS, self.key, {}, marshal.dumps(data))
 
 
@@ -154,9 +149,9 @@ def lane(real: list[str], args: list[str], real_ld: str, settings: Settings) -> 
     clang = toolchain.find_backend_clang(real_ld, settings.clang)
     if clang is None:
         return None
-    tools = toolchain.driver_files(real[0]) + [os.path.realpath(real_ld)]
+    tools = toolchain.compiler_files(real[0]) + [os.path.realpath(real_ld)]
     if os.path.realpath(clang) != tools[0]:  # another backend clang than the driver: its files too
         tools += toolchain.compiler_files(clang)
-    key = cachekey.link_direct_key(real + args, os.getcwd(), toolchain.driver_env(), cachekey.stamp(tools),
+    key = cachekey.link_direct_key(real + args, os.getcwd(), toolchain.env_values(LINK_ENV), cachekey.stamp(tools),
                                    [(name, str(getattr(settings, name))) for name in OUTPUT_SETTINGS])
     return Lane(settings.cache_dir, key, args)

@@ -147,28 +147,36 @@ class Memo:
         self.cache.stats.add("link_misses")
         return [f"--dependency-file={os.path.join(workdir, DEPFILE)}"]
 
-    def store(self, plan: LinkPlan, workdir: str, out: bytes, err: bytes) -> None:
-        """Memoise a successful link; every file it read must be unchanged since it started."""
+    def store(self, plan: LinkPlan, workdir: str, out: bytes, err: bytes, backend_reads: list[str],
+              uncached: list[str]) -> str | None:
+        """Memoise a successful link; every file it read must be unchanged since it started.
+        `backend_reads`: the files its backends read besides modules (sideinputs.py);
+        `uncached`: why some backend was not cached. Returns why the link was not memoised."""
         if self.outputs is None:
-            return
-        files = self._read_files(plan, workdir)
+            return "it writes a file the memo does not model"
+        if uncached:
+            return self._unmemoised(f"a backend compile is not cached ({uncached[0]})")
+        files = self._read_files(plan, workdir, backend_reads)
         if files is None:
-            self.cache.stats.add("link_unmemoised")
-            return
+            return self._unmemoised("lld listed no files, or one changed while the link ran")
         blobs = []
         for path in self.outputs:
             try:
                 blobs.append(fsutil.read_bytes(path))
             except OSError:
-                self.cache.stats.add("link_unmemoised")
-                return
+                return self._unmemoised(f"cannot read its output {path}")
         meta = {"outputs": [[p, len(b)] for p, b in zip(self.outputs, blobs)], "out": len(out), "err": len(err)}
         result_key = cachekey.link_result_key(self.key, files)
         if not self.cache.put(LINKS, result_key, meta, b"".join(blobs) + out + err):
-            return
+            return None
         self._store_direct(files, result_key)
         manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
         self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode())
+        return None
+
+    def _unmemoised(self, why: str) -> str:
+        self.cache.stats.add("link_unmemoised")
+        return why
 
     def _store_direct(self, files: list[tuple[str, str]], result_key: str) -> None:
         if self.direct is not None:
@@ -187,7 +195,7 @@ class Memo:
             return []
         return manifests
 
-    def _read_files(self, plan: LinkPlan, workdir: str) -> list[tuple[str, str]] | None:
+    def _read_files(self, plan: LinkPlan, workdir: str, backend_reads: list[str]) -> list[tuple[str, str]] | None:
         """Every file the link read, with its digest; None if lld's list is missing or a file
         changed after the link started."""
         from . import archive, records  # a store, after a whole link: not on the restore path
@@ -200,8 +208,7 @@ class Memo:
         cmd = self.command
         names.update(a.input for a in cmd.inputs() if a.input is not None)
         names.update(cmd.read_files)
-        if cmd.lto.sample_profile:
-            names.add(cmd.lto.sample_profile)
+        names.update(backend_reads)
         for path in list(names):
             if read_head(path).startswith(THIN_ARCHIVE):
                 names.update(m.path for m in archive.read_members(path) if m.path)
@@ -240,6 +247,7 @@ def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand,
     clang = toolchain.backend_clang(real[0], run.settings.clang)
     settings = {name: str(getattr(run.settings, name)) for name in OUTPUT_SETTINGS} | {"clang": clang}
     key = cachekey.link_memo_key(
-        cachekey.linker_identity(real[0]), run.compiler_identity(clang), cwd, real + args,
+        cachekey.linker_identity(real[0]), run.compiler_identity(clang),
+        toolchain.env_values(toolchain.BACKEND_ENV + toolchain.LINKER_ENV), cwd, real + args,
         [a.input or "" for a in command.args], list(settings.items()))
     return Memo(run.cache, key, command, outs, real + args, direct)

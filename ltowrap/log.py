@@ -24,6 +24,7 @@ class Backend:
     output: str | None = None  # what the compile printed (warnings), kept out of the build's stderr
     waited: bool | None = None  # another process was making the same object: this one waited for it
     raced: bool | None = None  # run here and on a worker at once; `source` says which won
+    uncached: str | None = None  # why this compile was not cached (what it reads cannot be told)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Record:
     output: str | None = None  # what the step that failed printed (a backend's errors)
     modules: int = 0
     thinlink_cached: bool = False
+    unmemoised: str | None = None  # why the link memo did not store this link
     phases: dict[str, float] = field(default_factory=dict)
     backends: list[Backend] = field(default_factory=list)
     backend_compiles: int = 0

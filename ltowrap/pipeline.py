@@ -130,6 +130,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
         executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
     warnings = executor.warnings_text()
+    backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
     final = finallink.argv(link_plan, result, real) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
@@ -143,5 +144,5 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         sys.stderr.write(warnings)
     sys.stderr.buffer.write(err)
     if memo is not None and rc == 0:
-        memo.store(link_plan, workdir, out, err)
+        run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
     return rc

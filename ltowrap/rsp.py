@@ -13,8 +13,9 @@ from .errors import Reason, Unsupported
 MAX_RESPONSE_DEPTH = 16
 
 
-def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> list[str]:
-    """Inline @file arguments as lld does (GNU quoting), nested, refusing loops."""
+def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0, read: list[str] | None = None) -> list[str]:
+    """Inline @file arguments as lld does (GNU quoting), nested, refusing loops; each file
+    read is appended to `read`, if given (what a cached result depends on)."""
     out: list[str] = []
     for tok in argv:
         if tok.startswith("@") and len(tok) > 1:
@@ -26,7 +27,9 @@ def expand_response_files(argv: list[str], cwd: str = ".", depth: int = 0) -> li
                     text = f.read()
             except OSError as e:
                 raise Unsupported(Reason.BAD_RESPONSE_FILE, f"cannot read {tok[1:]!r}: {e.strerror}") from e
-            out += expand_response_files(tokenize_gnu(text), cwd, depth + 1)
+            if read is not None:
+                read.append(path)
+            out += expand_response_files(tokenize_gnu(text), cwd, depth + 1, read)
         else:
             out.append(tok)
     return out

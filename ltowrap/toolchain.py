@@ -18,9 +18,20 @@ if TYPE_CHECKING:
 REAL_LD = "LTOWRAP_REAL_LD"
 # Every entry script carries this marker in its first lines (see is_ltowrap).
 MARKER = b"ltowrap-entry"
-# What the clang driver reads from the environment when it builds a link line.
-DRIVER_ENV = ("PATH", "COMPILER_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "CCC_OVERRIDE_OPTIONS",
-              "CLANG_NO_DEFAULT_CONFIG", "CLANG_CONFIG_FILE_SYSTEM_DIR", "CLANG_CONFIG_FILE_USER_DIR", "SDKROOT")
+# Environment variables the tools read that can change what they write: each is part of the
+# key of whatever that tool makes (names found in the installed binaries' strings;
+# tests/test_toolchain.py checks that each one still is, and that each changes an output).
+# The clang driver building a link line (driverline.py, the memo's direct lane):
+DRIVER_ENV = ("PATH", "COMPILER_PATH", "LIBRARY_PATH", "CCC_OVERRIDE_OPTIONS", "CLANG_NO_DEFAULT_CONFIG",
+              "CLANG_CONFIG_PATH", "SDKROOT", "MACOSX_DEPLOYMENT_TARGET")
+# A backend compile (`clang -c -x ir`): what edits its arguments (CCC_OVERRIDE_OPTIONS), its
+# config files (CLANG_NO_DEFAULT_CONFIG) or its debug info (RC_DEBUG_*). Not PATH: the
+# integrated assembler runs no tool (a module recorded with -fno-integrated-as is not cached).
+BACKEND_ENV = ("CCC_OVERRIDE_OPTIONS", "CLANG_NO_DEFAULT_CONFIG", "CLANG_CONFIG_PATH", "RC_DEBUG_OPTIONS",
+               "RC_DEBUG_PREFIX_MAP", "SDKROOT", "MACOSX_DEPLOYMENT_TARGET")
+# ld.lld: LLD_VERSION replaces the version it writes into .comment.
+LINKER_ENV = ("LLD_VERSION",)
+UNSET = "\0unset"  # the value env_values gives a variable that is not set
 # The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
 SHIMMED = ("clang", "clang++", "ld.lld")
 
@@ -124,31 +135,87 @@ def backend_clang(real_ld: str, configured: str = "") -> str:
 
 
 def compiler_files(clang: str) -> list[str]:
-    """The files whose change changes the compiler: the driver and the LLVM libraries beside it."""
+    """The files and directories whose change changes what the compiler makes: the driver, the
+    LLVM libraries beside it, its directory (a config file created there) and the config files
+    it may read by default (config_files)."""
     real = os.path.realpath(clang)
     libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
     try:
         libs = sorted(n for n in os.listdir(libdir) if n.startswith(("libLLVM", "libclang-cpp")) and ".so" in n)
     except OSError:
         libs = []
-    return [real, *(os.path.join(libdir, n) for n in libs)]
+    return [real, *(os.path.join(libdir, n) for n in libs), *config_dirs(clang), *compiler_configs(clang)]
 
 
-def driver_files(driver: str) -> list[str]:
-    """The files and directory whose change changes the driver's link line: the compiler's
-    files and its directory, where its config files live."""
-    return [*compiler_files(driver), os.path.dirname(os.path.realpath(driver))]
+def compiler_configs(clang: str) -> list[str]:
+    """The config files this clang may read by default, and what they include."""
+    return config_files(config_dirs(clang))
+
+
+def config_dirs(clang: str) -> list[str]:
+    """Where clang looks for its default config files: beside the driver, as it was named and
+    as it really is (clang 16+: `<triple>-<mode>.cfg`, `<mode>.cfg`, `<triple>.cfg`; older
+    ones derive the name from the driver's own)."""
+    dirs = [os.path.dirname(os.path.realpath(clang))]
+    named = os.path.dirname(os.path.abspath(clang))
+    return dirs if named in dirs else [*dirs, named]
+
+
+def config_files(dirs: list[str]) -> list[str]:
+    """Every config file in `dirs` and every file they include (@file), nested.
+
+    Which of them clang reads depends on the target and the driver mode of each command,
+    so all of them count: a backend compile's key, the driver line's check."""
+    found = []
+    for d in dirs:
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(".cfg"))
+        except OSError:
+            continue
+        found += [os.path.join(d, n) for n in names]
+    return config_closure(found)
+
+
+def config_closure(paths: list[str]) -> list[str]:
+    """`paths` and the files they include (`@file`, relative to the including file's directory,
+    `<CFGDIR>` its directory), nested, in order, each once."""
+    from .rsp import tokenize_gnu
+
+    out: list[str] = []
+    todo = list(paths)
+    while todo:
+        path = todo.pop(0)
+        if path in out:
+            continue
+        out.append(path)
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                text = f.read()
+        except OSError:
+            continue
+        base = os.path.dirname(path)
+        lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+        for token in tokenize_gnu("\n".join(lines)):
+            if token.startswith("@") and len(token) > 1:
+                included = token[1:].replace("<CFGDIR>", base)
+                todo.append(os.path.join(base, included))
+    return out
+
+
+def env_values(names: tuple[str, ...], env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
+    """(name, value) of each of these environment variables, unset ones marked as such."""
+    return [(name, env.get(name, UNSET)) for name in names]
 
 
 def driver_env() -> list[tuple[str, str]]:
-    """The environment variables the driver reads (DRIVER_ENV), unset ones marked as such."""
-    return [(name, os.environ.get(name, "\0unset")) for name in DRIVER_ENV]
+    """The environment variables the driver reads (DRIVER_ENV)."""
+    return env_values(DRIVER_ENV)
 
 
 def version_text(tool: str) -> str:
-    """`tool --version`, as it prints it."""
-    _, out, _ = proc.capture([tool, "--version"], merge=True)
-    return out.decode(errors="replace")
+    """`tool --version`, as it prints it on stdout (not what CCC_OVERRIDE_OPTIONS says on stderr)."""
+    _, out, err = proc.capture([tool, "--version"])
+    return (out or err).decode(errors="replace")
 
 
 def llvm_major(version: str) -> int:

@@ -1,0 +1,134 @@
+"""What a backend compile reads besides its module, its index shard and the modules it imports.
+
+A backend key covers these too (cachekey.backend_key), or the compile is not cached:
+- files its options name: any argument, or the value after an option's last `=`, that
+  names an existing file (the sample profile, `-fbasic-block-sections=list=`, `-mllvm`
+  options that read a file), keyed by contents. Checking every argument rather than a
+  list of known options means an option we have never heard of is covered too; at worst
+  a file that happens to share a value's name costs a hit;
+- the host CPU, for `-march=native` / `-mcpu=native` / `-mtune=native`: what clang makes
+  of `native` is this machine's CPU (/proc/cpuinfo's identity and feature flags);
+- files the inline assembly of the module, or of a module it imports functions from,
+  reads (`.incbin`, `.include`: asmreads.py), resolved as the assembler resolves them,
+  against the compile's working directory (the link's);
+- what cannot be told is a reason instead (`unknown`): an external assembler
+  (-fno-integrated-as runs whatever `as` is found), or inline assembly that builds a
+  path we cannot read with certainty. Such a compile is not cached and its link is not
+  memoised; never a guess.
+A compile with any side input runs locally: a remote worker has neither the files nor
+this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from . import cachekey
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .cache import Cache
+
+NATIVE = "=native"
+EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
+
+
+@dataclass(frozen=True)
+class SideInputs:
+    files: tuple[str, ...] = ()  # files the compile reads, as it names them (relative to its working directory)
+    host: str = ""  # this machine's CPU, when an option leaves the CPU to it
+    unknown: str = ""  # why what the compile reads cannot be told: it is not cached
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.host or self.unknown)
+
+    def fields(self) -> list[tuple[str, str]]:
+        """What goes into the backend key: each file with the digest of its contents, the host CPU."""
+        out = [("reads", f"{p}\0{cachekey.file_digest(p)}") for p in self.files]
+        if self.host:
+            out.append(("host", self.host))
+        return out
+
+    def __or__(self, other: SideInputs) -> SideInputs:
+        return SideInputs(tuple(dict.fromkeys(self.files + other.files)), self.host or other.host,
+                          self.unknown or other.unknown)
+
+
+def of_argv(argv: list[str]) -> SideInputs:
+    """What the backend argv (module, shard and output as placeholders) makes the compile read."""
+    files: list[str] = []
+    host = ""
+    for arg in argv[1:]:
+        if arg in EXTERNAL_ASSEMBLER:
+            return SideInputs(unknown=f"an external assembler ({arg})")
+        if arg.endswith(NATIVE):
+            host = host_cpu()
+        value = arg.rpartition("=")[2] if arg.startswith("-") else arg
+        if value and not value.startswith("<") and value not in files and os.path.isfile(value):
+            files.append(value)
+    return SideInputs(tuple(files), host)
+
+
+def host_cpu() -> str:
+    """The digest of what identifies this machine's CPU to the compiler (vendor, family,
+    model, stepping and feature flags of /proc/cpuinfo's first processor)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return "unknown cpu"
+    keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer",
+            "CPU architecture", "CPU variant", "CPU part", "CPU revision")
+    lines = [line for line in first.splitlines() if line.split(":", 1)[0].strip() in keep]
+    return cachekey.digest_bytes("\n".join(lines).encode())
+
+
+class ModuleReads:
+    """What the inline assembly of modules reads (asmreads.py), memoised by the module's
+    digest here and, with a cache, in it (c/): each module version is read once."""
+
+    VERSION = "asmreads 1"
+
+    def __init__(self, cache: Cache | None = None) -> None:
+        self.cache = cache
+        self.known: dict[str, SideInputs] = {}
+
+    def __call__(self, path: str, digest: str) -> SideInputs:
+        if digest not in self.known:
+            self.known[digest] = self._find(path, digest)
+        return self.known[digest]
+
+    def _find(self, path: str, digest: str) -> SideInputs:
+        import marshal
+
+        from .cache import TOOLCHAINS
+
+        key = cachekey.digest_bytes(f"{self.VERSION}\0{cachekey.FORMAT_VERSION}\0{digest}".encode())
+        entry = self.cache.get(TOOLCHAINS, key) if self.cache is not None else None
+        if entry is not None:
+            try:
+                files, unknown = marshal.loads(entry.payload)
+                return SideInputs(tuple(files), unknown=unknown)
+            except (ValueError, EOFError, TypeError):
+                self.cache.stats.add("bad_entries")
+        found = _read_module(path)
+        if self.cache is not None:
+            self.cache.put(TOOLCHAINS, key, {}, marshal.dumps((list(found.files), found.unknown)))
+        return found
+
+
+def _read_module(path: str) -> SideInputs:
+    try:  # TEMPORARY until the asm reader lands
+        from . import asmreads, irmodule
+    except ImportError:
+        return SideInputs()
+    from .bitcode import BadBitcode
+    from .fsutil import read_bytes
+
+    try:
+        texts = irmodule.inline_asm(read_bytes(path))
+    except (BadBitcode, OSError) as e:
+        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {e}")
+    found = asmreads.reads(texts)
+    return SideInputs(tuple(found.files), unknown=found.unknown)
