@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +74,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         f"  Hit rate:                 {rate}",
         f"  Failures:                 {s['backend_failures']}",
         f"  Waited for another link:  {s['backend_waits']}",
+        f"  Not cached (side inputs): {s['backend_uncached']}",
         f"  CPU time saved by hits:   {s['cpu_saved_seconds']:.1f} s",
         "Thin-links:",
         f"  Cached (skipped):         {s['thinlink_hits']}",
@@ -96,6 +98,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         f"  Size:                     {_human(s['cache_bytes'])} / {_human(s['max_size_bytes']) if s['max_size_bytes'] else 'unlimited'}",
         f"  Files:                    {s['cache_entries']}",
         f"  Bad entries removed:      {s['bad_entries']}",
+        f"  Hits verified:            {s['verify_checks']} ({s['verify_mismatches']} differed, replaced)",
         f"  Write errors:             {s['cache_write_errors']}",
         f"  Cleanups:                 {s['cleanups']} ({s['files_evicted']} files evicted)",
     ]
@@ -195,6 +198,37 @@ def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
         print("No key dumps found: run the link with LTOWRAP_DEBUG=1 first.", file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_verify(settings: Settings, a: argparse.Namespace) -> int:
+    """Link the last N links of the log again, in their directories, with every cache hit
+    checked (verify = 1): a hit that differs from the work done again is counted, said and
+    replaced. Their outputs are written again, as a build would."""
+    if not settings.log or not os.path.exists(settings.log):
+        print("ltowrap verify: no log to take the links from (set LTOWRAP_LOG, and build)", file=sys.stderr)
+        return 2
+    with open(settings.log, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    todo = [r for r in records if r.get("tool", "").startswith("ld.lld") and r.get("decision") in ("distributed", "restored")]
+    todo = todo[-a.last:] if a.last else todo
+    if not todo:
+        print("ltowrap verify: the log holds no distributed or restored link", file=sys.stderr)
+        return 2
+    entry = os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), "ltowrap-ld.lld")
+    before = stats_json(settings)
+    failed = 0
+    for r in todo:
+        env = {**os.environ, "LTOWRAP_VERIFY": "1", "LTOWRAP_REAL_LD": r["argv"][0]}
+        done = subprocess.run([entry, *r["argv"][1:]], cwd=r["cwd"], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            failed += 1
+            print(f"ltowrap verify: the link of {r['cwd']} exited {done.returncode}:\n{done.stderr}", file=sys.stderr)
+    after = stats_json(settings)
+    checks = after["verify_checks"] - before["verify_checks"]
+    mismatches = after["verify_mismatches"] - before["verify_mismatches"]
+    print(f"{len(todo)} links linked again: {checks} hits checked, {mismatches} differed"
+          + (f", {failed} links failed" if failed else ""))
+    return 1 if mismatches or failed else 0
 
 
 def cmd_distribute(settings: Settings, a: argparse.Namespace) -> int:
@@ -370,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("job_file", help="the JSON file lld passes to its distributor")
     d.set_defaults(func=cmd_distribute)
     sub.add_parser("doctor", help="check the setup (real clang/lld, cache, jobserver) and say what to fix").set_defaults(func=cmd_doctor)
+    v = sub.add_parser("verify", help="link the last links of the log again, checking every cache hit against "
+                       "the work done again (LTOWRAP_LOG must be set)")
+    v.add_argument("--last", type=int, default=10, help="how many of the last links (0: all of them; default 10)")
+    v.set_defaults(func=cmd_verify)
     e = sub.add_parser("explain", help="show what was hashed for backend compiles (after LTOWRAP_DEBUG=1)")
     e.add_argument("module", nargs="*", help="only dumps mentioning these module names")
     e.set_defaults(func=cmd_explain)

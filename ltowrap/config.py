@@ -85,6 +85,20 @@ def _str(v: object) -> str:
     return str(v)
 
 
+def _fraction(v: object) -> float:
+    if isinstance(v, bool):
+        raise ValueError(f"expected a fraction from 0 to 1, got {v!r}")
+    f = float(v)  # type: ignore[arg-type]
+    if not 0 <= f <= 1:
+        raise ValueError(f"expected a fraction from 0 to 1, got {v!r}")
+    return f
+
+
+def pick(fraction: float) -> bool:
+    """True for about `fraction` of the calls (which cache hits `verify` checks)."""
+    return fraction >= 1 or (fraction > 0 and int.from_bytes(os.urandom(4), "little") < fraction * 2**32)
+
+
 def _remote_url(v: object) -> str:
     s = str(v).strip()
     if s and not s.startswith(("grpc://", "grpcs://")):
@@ -185,6 +199,9 @@ class Settings:
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
     clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)")
     keep = Setting(False, parse_bool, "keep each link's temporary directory")
+    verify = Setting(0.0, _fraction, "share of cache hits checked by doing the work again (a backend hit recompiled, "
+                     "a restored link relinked) and comparing bytes; a mismatch takes the fresh result and replaces "
+                     "the entry (0 = none, 1 = every hit)")
     debug = Setting(False, parse_bool, "write what was hashed for each backend compile beside the cache entry")
     verbose = Setting(False, parse_bool, "print backend compiles' warnings as they come, the output of a failed step, "
                       "and why make's jobserver was not used")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 ENTRY_PREFIX = "ltowrap-"
 # The `ltowrap` command: a subcommand, or a command to wrap (the launcher form).
 LAUNCHER = "ltowrap"
-SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute"])
+SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute", "verify"])
 
 
 def tool_name(argv0: str) -> str:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, fsutil, log, proc, records, sideinputs
+from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs
 from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
@@ -154,6 +154,7 @@ class Resources:
     remote: Session | None = None
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
     local_only: str = ""  # why no backend may go remote (the local clang reads config files or environment)
+    verify: float = 0.0  # share of hits compiled again and compared (config.Settings.verify)
 
 
 @dataclass
@@ -173,6 +174,9 @@ class Executor:
     _raced: set[str] = field(default_factory=set)  # job outputs run on both sides at once
     _wake: _Wake | None = None
     side: dict[str, sideinputs.SideInputs] = field(default_factory=dict)  # job output -> what else it reads
+    _to_verify: set[str] = field(default_factory=set)  # job outputs whose hit is compiled again and compared
+    _expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # job output -> (where, digest) of the hit
+    _verified: dict[str, str] = field(default_factory=dict)  # job output -> 'same' or what differed
     module_reads: sideinputs.ModuleReads | None = None
 
     @property
@@ -230,7 +234,8 @@ class Executor:
                                        output=self.output.get(o.job.output), waited=o.waited or None,
                                        raced=o.job.output in self._raced or None,
                                        uncached=self.side[o.job.output].unknown or None
-                                       if o.job.output in self.side else None)
+                                       if o.job.output in self.side else None,
+                                       verified=self._verified.get(o.job.output))
                            for o in self.outcomes]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
@@ -258,6 +263,9 @@ class Executor:
         t = time.time()
         entry = self.cache.get(OBJECTS, key)
         if entry is None or not entry.payload:
+            return False
+        if job.output in self._to_verify:  # compiled again, and compared when done (_finish)
+            self._expected.setdefault(job.output, ("cache", cachekey.digest_bytes(entry.payload)))
             return False
         _write(job.output, entry.payload)
         self.cache.stats.add("backend_hits")
@@ -291,6 +299,8 @@ class Executor:
                 self.cache.stats.add("backend_uncached")
             elif dump is not None:
                 self._write_dump(key, dump, job)
+            if key is not None and config.pick(self.res.verify):
+                self._to_verify.add(job.output)
             if not self._hit(job, key):
                 pending.append(_Pending(job, key, recorded))
         # A compile with side inputs stays local: a worker has neither the files nor this CPU,
@@ -321,6 +331,10 @@ class Executor:
         work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
         left: list[_Pending] = []
         for p, w, reply in zip(pending, work, self.remote.lookup(work)):
+            if reply.served is not None and p.job.output in self._to_verify:  # compiled here and compared
+                self._expected.setdefault(p.job.output, ("remote cache", cachekey.digest_bytes(reply.served.obj)))
+                left.append(p)
+                continue
             if reply.served is None:
                 if reply.error:
                     self._unserved[p.job.output] = reply.error
@@ -577,12 +591,28 @@ class Executor:
         self._warnings(job, out)
         if key is None:
             return None
+        if job.output in self._expected:
+            self._check(job, obj)
         self.cache.stats.add("backend_misses")
         self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
         if self.remote is not None and not self.side[job.output] and not self.res.local_only:
             self.remote.publish(job, obj)
         return None
 
+
+    def _check(self, job: Job, obj: bytes) -> None:
+        """A verified hit, compiled again: the same bytes, or a mismatch (counted and logged;
+        the fresh object is what the link takes and what replaces the entry)."""
+        where, cached = self._expected[job.output]
+        fresh = cachekey.digest_bytes(obj)
+        self.cache.stats.add("verify_checks")
+        if fresh == cached:
+            self._verified[job.output] = "same"
+            return
+        self.cache.stats.add("verify_mismatches")
+        self._verified[job.output] = f"mismatch: {where} {cached}, compiled {fresh}"
+        print(f"ltowrap: verify: the {where} entry of {job.module.origin} differs from a fresh compile; replaced",
+              file=sys.stderr)
 
     def _warnings(self, job: Job, text: str) -> None:
         """Keep what a successful compile printed: in-process ThinLTO prints nothing of the

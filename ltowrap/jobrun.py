@@ -83,7 +83,7 @@ class JobRun:
         env = toolchain.env_values(toolchain.BACKEND_ENV)
         res = Resources(self.cache, identity, env, gate.jobs, gate, per_module_options=s.backend_opts == "module",
                         debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local,
-                        local_only=local_only(clang, env) if session is not None else "")
+                        local_only=local_only(clang, env) if session is not None else "", verify=s.verify)
         executor = Executor(backend, res, digest_of)
         try:
             yield executor

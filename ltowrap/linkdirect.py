@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from . import cachekey, driverargs, fsutil, stats, toolchain
+from . import cachekey, config, driverargs, fsutil, stats, toolchain
 from .cache import LINKS, Cache
 
 TYPE_CHECKING = False
@@ -81,13 +81,18 @@ class Lane:
         self.key = key
         self.driver_args = driver_args  # the arguments given to the driver (its line names other files)
         self.checks: Checks | None = None
+        self.verifying = False  # this link's hit is checked by linking again (the verify setting)
 
     def driver_line(self, checks: Checks) -> None:
         """What the driver line depends on, as it was when the line was found good."""
         self.checks = checks
 
     def restore(self, settings: Settings) -> bool:
-        """Restore the link if everything it read is as it was; True if done (and counted)."""
+        """Restore the link if everything it read is as it was; True if done (and counted).
+        A link picked for verify is not restored here: the memo links it again and compares."""
+        if settings.verify and config.pick(settings.verify):
+            self.verifying = True
+            return False
         counts = stats.Stats()
         cache = Cache(self.cache_dir, counts)
         start = time.time()

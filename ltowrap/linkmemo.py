@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 
-from . import cachekey, fsutil, toolchain
+from . import cachekey, config, fsutil, toolchain
 from .cache import LINKS, Cache
 from .cmdline import LinkCommand
 from .jobrun import JobRun
@@ -112,6 +113,9 @@ class Memo:
     argv: list[str]  # the ld.lld command
     direct: Lane | None = None  # the driver link's direct lane, written beside each stored or restored link
     started_ns: int = 0
+    verify: bool = False  # a hit is not restored but linked again, and the outputs compared (store)
+    expected: str = ""  # verify: the digest of the hit's outputs and what it printed
+    verified: str | None = None  # verify: 'same', or both digests
 
     def restore(self) -> bool:
         """Write the memoised outputs and replay what the link printed; False on a miss."""
@@ -129,6 +133,9 @@ class Memo:
             if all(digest_of(path) == d for path, d in files):
                 result_key = cachekey.link_result_key(self.key, files)
                 result = self.cache.get(LINKS, result_key)
+                if result is not None and self.verify:
+                    self.expected = cachekey.digest_bytes(result.payload)
+                    break
                 if result is not None and self._write(result.meta, result.payload):
                     stats.add("link_hits")
                     self._store_direct(files, result_key)
@@ -167,12 +174,28 @@ class Memo:
                 return self._unmemoised(f"cannot read its output {path}")
         meta = {"outputs": [[p, len(b)] for p, b in zip(self.outputs, blobs)], "out": len(out), "err": len(err)}
         result_key = cachekey.link_result_key(self.key, files)
-        if not self.cache.put(LINKS, result_key, meta, b"".join(blobs) + out + err):
+        payload = b"".join(blobs) + out + err
+        if self.expected:
+            self._check(payload)
+        if not self.cache.put(LINKS, result_key, meta, payload):
             return None
         self._store_direct(files, result_key)
         manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
         self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode())
         return None
+
+    def _check(self, payload: bytes) -> None:
+        """A verified hit, linked again: the same outputs, or a mismatch (counted and logged; the
+        fresh outputs are in place and replace the entry)."""
+        fresh = cachekey.digest_bytes(payload)
+        self.cache.stats.add("verify_checks")
+        if fresh == self.expected:
+            self.verified = "same"
+            return
+        self.cache.stats.add("verify_mismatches")
+        self.verified = f"mismatch: memo {self.expected}, linked {fresh}"
+        print(f"ltowrap: verify: the link memo's entry for {self.command.output} differs from a fresh link; replaced",
+              file=sys.stderr)
 
     def _unmemoised(self, why: str) -> str:
         self.cache.stats.add("link_unmemoised")
@@ -250,4 +273,5 @@ def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand,
         cachekey.linker_identity(real[0]), run.compiler_identity(clang),
         toolchain.env_values(toolchain.BACKEND_ENV + toolchain.LINKER_ENV), cwd, real + args,
         [a.input or "" for a in command.args], list(settings.items()))
-    return Memo(run.cache, key, command, outs, real + args, direct)
+    verify = direct.verifying if direct is not None else config.pick(run.settings.verify)
+    return Memo(run.cache, key, command, outs, real + args, direct, verify=verify)

@@ -25,6 +25,7 @@ class Backend:
     waited: bool | None = None  # another process was making the same object: this one waited for it
     raced: bool | None = None  # run here and on a worker at once; `source` says which won
     uncached: str | None = None  # why this compile was not cached (what it reads cannot be told)
+    verified: str | None = None  # a hit checked by compiling again (verify): 'same', or both digests
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Record:
     modules: int = 0
     thinlink_cached: bool = False
     unmemoised: str | None = None  # why the link memo did not store this link
+    verified: str | None = None  # a memo hit checked by linking again (verify): 'same', or both digests
     phases: dict[str, float] = field(default_factory=dict)
     backends: list[Backend] = field(default_factory=list)
     backend_compiles: int = 0

@@ -124,7 +124,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     version = cachekey.compiler_version(run.compiler_identity(clang))
     result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, digest_of,
-                          toolchain.llvm_major(version))
+                          toolchain.llvm_major(version), verify=config.pick(run.settings.verify))
     t1 = time.time()
     run.record.thinlink_cached = result.cached
     with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
@@ -145,4 +145,5 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     sys.stderr.buffer.write(err)
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
+        run.record.verified = memo.verified
     return rc

@@ -33,12 +33,17 @@ class ThinLinkResult:
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
+        digest_of: Callable[[str], str], llvm_major: int, verify: bool = False) -> ThinLinkResult:
     """The cached thin-link, else this one run under a claim: an identical thin-link already
-    running in another process is waited for (holding no slot) and its result taken."""
+    running in another process is waited for (holding no slot) and its result taken.
+    `verify`: a hit is run again and compared (the fresh result is used, and replaces it)."""
     if thin_key is None:
         return _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
+    if hit is not None and verify:
+        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+        _check(cache, hit, fresh)
+        return fresh
     if hit is not None:
         return hit
     with cache.claims.holding(THINLINKS, thin_key) as waited:
@@ -101,6 +106,16 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
         cache.stats.add("thinlink_misses")
     return ThinLinkResult(tuple(jobs), full_obj if has_full else None, frozenset(full), cached=False)
+
+
+def _check(cache: Cache, hit: ThinLinkResult, fresh: ThinLinkResult) -> None:
+    """A verified hit, run again: the same shards and imports, or a mismatch (counted, said)."""
+    cache.stats.add("verify_checks")
+    if [(j.output, j.shard, j.imports) for j in hit.jobs] != [(j.output, j.shard, j.imports) for j in fresh.jobs]:
+        cache.stats.add("verify_mismatches")
+        import sys
+
+        print("ltowrap: verify: a cached thin-link differs from a fresh one; replaced", file=sys.stderr)
 
 
 def _encode_record(record: list[dict]) -> bytes:
