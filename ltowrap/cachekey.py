@@ -122,22 +122,22 @@ class Hasher:
 
 
 def compiler_identity(clang: str, memo: Cache) -> str:
-    """`clang --version`, the stat identity of the files that make up the compiler and the
-    contents of its config files (toolchain.compiler_files).
+    """`clang --version`, the stat identity of the compiler's binaries and the contents of its
+    config files (toolchain.compiler_files).
 
     Running clang costs ~30 ms, so the answer is kept in the cache (c/) under the stat
-    identity of those files, and asked again only when one of them changes.
+    identity of those files and of their directories, and made again only when one of them
+    changes. (A directory's change alone, another tool installed beside clang, gives the
+    same identity again.)
     """
     from .cache import TOOLCHAINS
 
-    files = toolchain.compiler_files(clang)
-    stamped = stamp(files)
-    key = digest_bytes(stamped.encode())
+    key = digest_bytes(stamp(toolchain.compiler_files(clang)).encode())
     entry = memo.get(TOOLCHAINS, key)
     if entry is not None:
         return entry.payload.decode()
     configs = "".join(f"config {p} {file_digest(p)}\n" for p in toolchain.compiler_configs(clang))
-    identity = f"{stamped}\0{configs}\0{toolchain.version_text(clang)}"
+    identity = f"{stamp(toolchain.compiler_binaries(clang))}\0{configs}\0{toolchain.version_text(clang)}"
     memo.put(TOOLCHAINS, key, {}, identity.encode())
     return identity
 

@@ -135,16 +135,20 @@ def backend_clang(real_ld: str, configured: str = "") -> str:
 
 
 def compiler_files(clang: str) -> list[str]:
-    """The files and directories whose change changes what the compiler makes: the driver, the
-    LLVM libraries beside it, its directory (a config file created there) and the config files
-    it may read by default (config_files)."""
+    """The files and directories whose change can change what the compiler makes: its
+    binaries, its directories (a config file created there) and its config files."""
+    return [*compiler_binaries(clang), *config_dirs(clang), *compiler_configs(clang)]
+
+
+def compiler_binaries(clang: str) -> list[str]:
+    """The driver and the LLVM libraries beside it."""
     real = os.path.realpath(clang)
     libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
     try:
         libs = sorted(n for n in os.listdir(libdir) if n.startswith(("libLLVM", "libclang-cpp")) and ".so" in n)
     except OSError:
         libs = []
-    return [real, *(os.path.join(libdir, n) for n in libs), *config_dirs(clang), *compiler_configs(clang)]
+    return [real, *(os.path.join(libdir, n) for n in libs)]
 
 
 def compiler_configs(clang: str) -> list[str]:
