@@ -2,6 +2,7 @@
 # The backend assembles the module asm again and reads it (lld's own cache misses it too:
 # ClangBuiltLinux #2021); it must exist when the module is compiled too.
 # Today: STALE (memo: the manifest lacks data.txt; nomemo: the backend key lacks it).
+LLVM="22 14"
 setup() {
   cat > i.c <<'X'
 #include <stdio.h>
