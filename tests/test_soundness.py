@@ -99,9 +99,9 @@ class Build:
                    CC=wrapper("ltowrap-clang"), CXX=wrapper("ltowrap-clang++"),
                    LTOWRAP_CONFIG=str(root / "no-config.toml"), **MODE_ENV[mode])
         self.env = env
-        for tool in case.needs:
-            if shutil.which(tool, path=env["PATH"]) is None:
-                missing(f"{tool} (tests/soundness/{case.script.name} needs it)", "install it")
+        for need in case.needs:  # a command, or a file of this machine's toolchain or libc
+            if not (Path(need).exists() if need.startswith("/") else shutil.which(need, path=env["PATH"])):
+                missing(f"{need} (tests/soundness/{case.script.name} needs it)", "dev/setup's Debian bookworm has it")
 
     def step(self, name: str, cache: str, log: str) -> None:
         """Run the case's function `name` in the tree, with cache root/`cache` and log root/`log`."""

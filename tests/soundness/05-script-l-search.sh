@@ -1,6 +1,6 @@
 # stale-cases.sh 5: a -l inside a linker script (INPUT(-lbaz)): a library of that name
 # appears in an earlier -L directory.
-# Today: STALE (memo: only the command line's -l searches are rechecked).
+# Today: STALE in memo mode (only the command line's -l searches are rechecked; nomemo relinks, right).
 setup() {
   two_modules; mkdir d1 d2
   echo 'int work(int x){return 2;}' > z2.c; lib_so d2/libbaz.so z2.c -Wl,-soname,libbaz-two.so

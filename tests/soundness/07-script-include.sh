@@ -1,5 +1,5 @@
 # stale-cases.sh 7: a linker script INCLUDEd by the -T script changes (it no longer keeps hook alive).
-# Today: STALE (the thin-link key hashes the -T script, not what it includes).
+# Today: STALE in both modes (the thin-link key hashes the -T script, not what it includes).
 setup() {
   printf 'int hook(int x){return x*3;}\nint main(void){return 0;}\n' > m.c
   echo 'INCLUDE extra.ld' > main.ld; echo 'hook_alias = hook;' > extra.ld

@@ -1,7 +1,7 @@
 # stale-cases.sh 9 (memo mode) and 10 (nomemo mode): a file that module asm .incbin's changes.
 # The backend assembles the module asm again and reads it (lld's own cache misses it too:
 # ClangBuiltLinux #2021); it must exist when the module is compiled too.
-# Today: STALE (memo: the manifest lacks data.txt; nomemo: the backend key lacks it).
+# Today: STALE in both modes (memo: the manifest lacks data.txt; nomemo: the backend key lacks it).
 LLVM="22 14"
 setup() {
   cat > i.c <<'X'

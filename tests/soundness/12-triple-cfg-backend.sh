@@ -1,6 +1,6 @@
 # <triple>-clang.cfg beside a private driver copy, edited in place to add an option only the
 # backend compiles feel (-mrelax-all: the machine code, not the bitcode, not the link line).
-# Today: STALE (memo: the memo's compiler identity; nomemo: the backend key).
+# Today: STALE in both modes (memo: the memo's compiler identity; nomemo: the backend key).
 setup() {
   two_modules; private_toolchain tc
   echo "# nothing yet" > "tc/bin/$(tc/bin/clang -print-target-triple)-clang.cfg"

@@ -1,7 +1,7 @@
 # INPUT(libbar.so.1) in a script found through -L: lld looks beside the script first, then in
 # the working directory. It was in the working directory; one appears beside the script, and
 # it calls back into the program (so the thin-link must keep and export hook()).
-# Today: STALE (memo: the manifest only hashes the file that was read; nomemo: the thin-link key).
+# Today: STALE in both modes (memo: the manifest only hashes the file that was read; nomemo: the thin-link key).
 setup() {
   printf '#include <stdio.h>\nint hook(int x){return x*3+7;}\nint call_hook(int);\nint main(void){printf("%%d\\n",call_hook(5));return 0;}\n' > m.c
   mkdir d; echo 'INPUT(libbar.so.1)' > d/libbar.so

@@ -1,6 +1,6 @@
 # An INCLUDE inside the SECTIONS command of a -T script (an INSERT script, so the default
 # layout stays); the included file no longer keeps hook alive.
-# Today: STALE (the thin-link key hashes the -T script, not what it includes).
+# Today: STALE in both modes (the thin-link key hashes the -T script, not what it includes).
 setup() {
   printf 'int hook(int x){return x*3;}\nint main(void){return 0;}\n' > m.c
   echo 'SECTIONS { INCLUDE extra.ld } INSERT AFTER .text;' > main.ld; echo 'hook_alias = hook;' > extra.ld

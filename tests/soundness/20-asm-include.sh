@@ -1,5 +1,5 @@
 # Module asm that .include's a file (the backend assembles it again and reads it); the file changes.
-# Today: STALE (memo: the manifest lacks x.s; nomemo: the backend key lacks it).
+# Today: STALE in both modes (memo: the manifest lacks x.s; nomemo: the backend key lacks it).
 setup() {
   cat > i.c <<'X'
 #include <stdio.h>

@@ -1,6 +1,6 @@
 # .incbin in a function's inline asm in module b, a function small enough that the thin-link
 # imports it into module a, whose backend then assembles it (and reads data.txt) too.
-# Today: STALE (memo: the manifest lacks data.txt; nomemo: no backend key has it).
+# Today: STALE in both modes (memo: the manifest lacks data.txt; nomemo: no backend key has it).
 setup() {
   cat > a.c <<'X'
 #include <stdio.h>

@@ -1,5 +1,5 @@
 # A C++ link (clang++) and the clang++.cfg beside a private driver copy, edited in place.
-# Today: STALE (memo: the direct lane; nomemo: the driver-line cache).
+# Today: STALE in both modes (memo: the direct lane; nomemo: the driver-line cache).
 setup() {
   printf '#include <cstdio>\nint work(int);\nint main(int c,char**){std::printf("%%d\\n",work(c));}\n' > a.cc
   printf 'int work(int x){int s=0;for(int i=0;i<1000;i++)s+=(i*x)^(s>>3);return s;}\n' > b.cc

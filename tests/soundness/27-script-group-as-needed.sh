@@ -1,6 +1,7 @@
 # A libc.so-style script: GROUP(libx.so.1 AS_NEEDED(liby.so.1)); liby changes to call back
 # into the program (so the thin-link must keep and export hook()).
-# Today: STALE in nomemo mode (the thin-link key hashes the script, not the files it names).
+# Today: STALE in both modes (the thin-link key hashes the script, not the files it names: the memo
+# misses, and the thin-link cache then serves the old shards).
 setup() {
   printf '#include <stdio.h>\nint hook(int x){return x*3+7;}\nint call_x(int);\nint call_y(int);\nint main(void){printf("%%d\\n",call_x(5)+call_y(1));return 0;}\n' > m.c
   echo 'GROUP(libx.so.1 AS_NEEDED(liby.so.1))' > libxy.so

@@ -10,7 +10,7 @@
 OUTPUTS="prog"      # files the warm and the cold build must agree on, byte for byte
 MODES="memo nomemo" # memo: LTOWRAP_MEMO on (the direct lane and the memo); nomemo: LTOWRAP_MEMO=0
 LLVM="22"           # LLVM versions (/usr/lib/llvm-N) the case runs under
-NEEDS=""            # commands the case needs beyond the toolchain (missing: skip, or fail under CI=true)
+NEEDS=""            # commands, or /absolute/paths, the case needs beyond the toolchain (missing: skip; under CI=true, fail)
 CFLAGS="-O2 -flto=thin"
 
 # Compile each C source to ThinLTO bitcode through ltowrap (its option record in the same cache).
