@@ -74,7 +74,8 @@ def read_case(script: Path) -> Case:
 CASES = [read_case(p) for p in sorted(CASES_DIR.glob("[0-9][0-9]-*.sh"))]
 
 
-def params() -> list:
+def params() -> list[object]:
+    """case x mode x LLVM version; the nomemo mode is slow (the quick loop keeps the default mode)."""
     out = []
     for case in CASES:
         for mode in case.modes:
