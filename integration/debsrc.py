@@ -78,32 +78,35 @@ def cache_dir() -> Path:
     return Path(os.environ.get("LTOWRAP_SRC_CACHE") or DEFAULT_CACHE)
 
 
-def fetch(name: str, cache: Path | None = None) -> SourcePackage:
-    """The source package `name` from the cache, downloaded into it first if need be."""
+def fetch(name: str, cache: Path | None = None, version: str | None = None) -> SourcePackage:
+    """The source package `name` (that `version`, if given: a test that edits the tree by line
+    wants the same text every time) from the cache, downloaded into it first if need be."""
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache / f".{name}.lock")):
-        found = cached(name, cache)
+        found = cached(name, cache, version)
         if found is not None:
             return found
         ensure_deb_src(name)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache))
         try:
-            run(["apt-get", "source", "--download-only", name], cwd=staging)
+            run(["apt-get", "source", "--download-only", f"{name}={version}" if version else name], cwd=staging)
             # The .dsc last: a .dsc in the cache means its files are there too.
             for f in sorted(staging.iterdir(), key=lambda p: p.suffix == ".dsc"):
                 os.replace(f, cache / f.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    found = cached(name, cache)
+    found = cached(name, cache, version)
     if found is None:
         raise SourceError(f"apt-get source {name} left no complete .dsc in {cache}")
     return found
 
 
-def cached(name: str, cache: Path) -> SourcePackage | None:
-    """The newest complete copy of `name` in the cache (every file the .dsc lists, checksums right)."""
-    for dsc in sorted(cache.glob(f"{name}_*.dsc"), key=lambda p: p.stat().st_mtime, reverse=True):
+def cached(name: str, cache: Path, version: str | None = None) -> SourcePackage | None:
+    """The newest complete copy of `name` (of `version`, if given: without its epoch) in the cache
+    (every file the .dsc lists, checksums right)."""
+    pattern = f"{name}_{version.split(':', 1)[-1]}.dsc" if version else f"{name}_*.dsc"
+    for dsc in sorted(cache.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True):
         if all(_sha256(cache / f) == digest for f, digest in dsc_files(dsc).items()):
             return SourcePackage(name, dsc)
     return None

@@ -1,0 +1,6 @@
+# stale-cases.sh 8: a crt file appears in a -B directory, where the driver looks first.
+# Today: STALE in both modes (the driver line is rechecked by the files it named, not the places searched before them).
+NEEDS="llvm-objcopy /lib/x86_64-linux-gnu/crti.o"
+setup() { two_modules; mkdir crt; }
+build() { cc_c a.c b.c; $CC -B$PWD/crt/ -O2 -flto=thin -fuse-ld=lld a.o b.o -o prog; }
+change() { echo hi > n.txt; llvm-objcopy --add-section .mine=n.txt /lib/x86_64-linux-gnu/crti.o crt/crti.o; }
