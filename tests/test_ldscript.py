@@ -379,6 +379,35 @@ def test_a_kernel_style_script_reads_only_its_include_and_input(lld, work):
     assert got.found == ("body.ld", "tail.o")
 
 
+@pytest.mark.parametrize("script, found", [
+    ("SECTIONS { OVERLAY 0x100000 : AT(0x200000) { .o1 { *(.o1) } .o2 { *(.o2) } }\n"
+     "  .text : { *(.text) INCLUDE inc.ld } }\nINPUT(a.o)\n", ("inc.ld", "a.o")),
+    ("VERSION { V1 { global: _start; local: *; }; }\nSECTIONS { .foo : { *(.foo) } } INSERT AFTER .text\n"
+     "PROVIDE_HIDDEN(foo = 1); HIDDEN(bar = 2);\nINPUT(a.o)\n", ("a.o",)),
+    ("OVERWRITE_SECTIONS { .text : { *(.text) INCLUDE inc.ld } }\nINPUT(a.o)\n", ("inc.ld", "a.o")),
+    ("MEMORY { ram (!w) : org = 0x10000, l = 1M }\n"
+     "SECTIONS { .text : { *(.text) } >ram AT>ram .data : { *(.data) } > ram =0x90, }\nINPUT(a.o)\n", ("a.o",)),
+], ids=["overlay", "version-insert-provide", "overwrite-sections", "memory-regions-fill"])
+def test_statements_that_read_nothing_end_where_lld_ends_them(lld, work, script, found):
+    write(work, "s.ld", script)
+    write(work, "inc.ld", "x_sym = 1;\n")
+    obj(work, "a.o")
+    got = check(lld, work, "s.ld", ["-T", "s.ld", "m.o"], before=[], after=("m.o",), search_dirs=[])
+    assert got.unknown == "" and got.found == found
+
+
+def test_a_comment_glued_to_a_token_in_an_expression(lld, work):
+    """lld 20+ lex an expression in its own state: `1/*` is 1, then a comment. lld 13-19
+    tokenize the whole file first (`1/*` is one token) and fail; the model answers as 20+
+    do, which for 13-19 is an answer about a link that fails."""
+    write(work, "s.ld", "x = 1/* ) INPUT(no.o) */;\nINPUT(a.o)\n")
+    obj(work, "a.o")
+    if lld.major >= ldscript.LAZY_LEXER_LLD:
+        assert check(lld, work, "s.ld", ["m.o", "s.ld"], before=["m.o"], search_dirs=[]).found == ("a.o",)
+    else:
+        assert run(lld, work, ["m.o", "s.ld"]).returncode != 0
+
+
 # -- what the model does not follow --------------------------------------------------------
 
 
