@@ -90,7 +90,7 @@ def write(work: Path, path: str, text: str) -> None:
 
 def run(lld: Lld, work: Path, args: list[str]) -> subprocess.CompletedProcess:
     (work / "out.d").unlink(missing_ok=True)
-    return subprocess.run([lld.path, "--dependency-file=out.d", "-o", "out", *args], cwd=work,
+    return subprocess.run([lld.path, "--dependency-file=out.d", "-o", "linked.out", *args], cwd=work,
                           capture_output=True, text=True)
 
 
@@ -252,16 +252,19 @@ def test_absolute_input_in_a_script_under_the_sysroot_stays_inside(lld, work):
     assert got.unknown.startswith("lld fails: cannot find")
 
 
-def test_the_sysroot_test_is_per_file_from_lld_20(lld, work):
-    """A script outside the sysroot INCLUDEs one inside it that names an absolute path: lld 20+
-    look inside the sysroot, lld 13-19 judge by the top script and do not."""
-    write(work, "sr/lib/inc.ld", f"INPUT({work}/abs/y.o)\n")
-    write(work, "top.ld", f"INCLUDE {work}/sr/lib/inc.ld\n")
+@pytest.mark.parametrize("top_inside", [False, True], ids=["top-outside", "top-inside"])
+def test_the_sysroot_test_is_per_file_from_lld_20(lld, work, top_inside):
+    """A script INCLUDEs another that names an absolute path, one of them under the sysroot:
+    lld 20+ judge by the file the INPUT is in, lld 13-19 by the top script."""
+    top, inc = ("sr/lib/top.ld", "out/inc.ld") if top_inside else ("out/top.ld", "sr/lib/inc.ld")
+    write(work, inc, f"INPUT({work}/abs/y.o)\n")
+    write(work, top, f"INCLUDE {work}/{inc}\n")
     obj(work, "abs/y.o", f"sr/{work}/abs/y.o")
-    args = [f"--sysroot={work}/sr", "m.o", "top.ld"]
-    got = check(lld, work, "top.ld", args, before=["m.o"], search_dirs=[], sysroot=f"{work}/sr")
-    inside = f"{work}/sr{work}/abs/y.o"
-    assert got.found == (f"{work}/sr/lib/inc.ld", inside if lld.major >= 20 else f"{work}/abs/y.o")
+    args = [f"--sysroot={work}/sr", "m.o", top]
+    got = check(lld, work, top, args, before=["m.o"], search_dirs=[], sysroot=f"{work}/sr")
+    judge = inc if lld.major >= ldscript.LAZY_LEXER_LLD else top
+    y = f"{work}/sr{work}/abs/y.o" if judge.startswith("sr/") else f"{work}/abs/y.o"
+    assert got.found == (f"{work}/{inc}", y)
 
 
 # -- INCLUDE ------------------------------------------------------------------------------
