@@ -87,6 +87,10 @@ _LIST_IN_PARENS = frozenset({"EXTERN", "OUTPUT_ARCH", "NOCROSSREFS", "NOCROSSREF
 
 @dataclass(frozen=True)
 class ScriptReads:
+    """`found` is what lld's --dependency-file lists because of the script (an archive,
+    not the members a thin one reads from beside it); a file in `absent` that appears
+    changes which file lld takes."""
+
     found: tuple[str, ...]  # files lld reads because of the script, in order, spelt as lld opens them
     absent: tuple[str, ...]  # paths lld probed and did not find before the one it took
     search_dirs: tuple[str, ...]  # the search path after the script (SEARCH_DIR appends to it)
@@ -114,13 +118,14 @@ def reads(path: str, *, search_dirs: list[str] | tuple[str, ...], lld_major: int
 
 
 def is_script(head: bytes) -> bool:
-    """Whether lld may parse a file that starts with `head` as a linker script.
+    """Whether lld may parse a file that starts with `head` (8 bytes are enough) as a linker script.
 
-    lld parses as a script every file identify_magic calls unknown. The kinds it links
+    lld parses as a script every file identify_magic calls unknown. The kinds lld links
     (ELF, ar archives, bitcode) are never that; any other kind identify_magic knows
     (COFF, Mach-O, ...; the list grows with LLVM) makes lld fail with "unknown file
-    type" instead, and parsing one here fails too. So True errs only on that side: it
-    never calls a script something else."""
+    type", as does a file shorter than 18 bytes that starts like ELF, which lld parses
+    as a script and rejects. Either way the link fails, whatever this says: True for
+    all of them means a script lld would follow is never taken for something else."""
     return not (head.startswith(magic.ELF) or magic.is_archive(head) or magic.is_bitcode(head))
 
 
@@ -203,13 +208,16 @@ class _Link:
         return os.path.join(self.cwd, path)
 
     def exists(self, path: str) -> bool:
-        """sys::fs::exists: anything stat reaches (a directory too); a miss is a probe the caller records."""
+        """sys::fs::exists: anything stat reaches (a directory too). A miss is kept as a
+        probe, except "", which no file can ever answer."""
         if path and os.path.exists(self._at(path)):
             return True
-        self.absent.append(path)
+        if path:
+            self.absent.append(path)
         return False
 
     def load(self, path: str, head: int = -1) -> bytes:
+        """The file's bytes: all of them, or its first `head` if that shows it is no script."""
         try:
             with open(self._at(path), "rb") as f:
                 data = f.read(head)
