@@ -12,7 +12,9 @@ The model follows lld/ELF/ScriptLexer.cpp, ScriptParser.cpp (readLinkerScript,
 addFile, readInput, readInclude, readSearchDir, readSections, readMemory,
 readOutputSectionDescription, readExpr/readPrimary), Driver.cpp (addFile, addLibrary)
 and DriverUtils.cpp (findFile, findFromSearchPaths, searchLibraryBaseName,
-searchScript), checked against ld.lld 13 to 22 with --dependency-file:
+searchScript), checked against every ld.lld from 13 to 22 with --dependency-file
+(Debian's 13-16, 19 and 22; zig's builds of 17, 18, 20 and 21; tests/test_ldscript.py
+runs on any of them it is given):
 
 - One lexer for all versions: the lazy two-state lexer of lld 20+ (PR #100493). lld 13-19
   tokenize the whole file in the script state and split tokens again inside
@@ -540,6 +542,7 @@ class _Parser:
         if path is None:
             raise _Unknown(f"lld fails: cannot find linker script {name}")
         text = self.link.read(path).decode("latin-1")
+        # lld 13-19 never ask an included file whether it is under the sysroot (the top script decides).
         self.lex.push(_Buffer(text, path, self.link.under_sysroot(path) if self.lazy else False))
 
     def _target(self) -> None:
