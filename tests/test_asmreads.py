@@ -169,6 +169,7 @@ TEXTS = [
     ("a path naming include", '.incbin "include/incbin.bin"', ["include/incbin.bin"]),
     ("comments around", '.incbin "f" # trailing\n/* block\n */ .incbin "g" // x\n', ["f", "g"]),
     ("a string with # and ;", '.ascii "a # b ; c"\n.incbin "f"', ["f"]),
+    ("a statement after a string with #", '.ascii "#"; .incbin "f"', ["f"]),
     ("quotes in comments", 'nop # don\'t say "x\n.incbin "f" // or "y\n.incbin "g"', ["f", "g"]),
     ("a string over lines", '.ascii "a\n.byte 1"\n.incbin "f"', ["f"]),
     ("char literals", ".byte '\"', '\\''\n.incbin \"f\"", ["f"]),
