@@ -12,7 +12,7 @@ import pytest
 from conftest import Toolchain, run, write
 from ltowrap import asmreads, irmodule
 from ltowrap.asmreads import CannotTell, Read
-from ltowrap.bitcode import BadBitcode
+from ltowrap.bitcode import CHAR6, BadBitcode, _Reader, _Writer
 
 MODULE_C = r"""
 __asm__(".pushsection .rodata\n.global blob\nblob:\n.incbin \"data.txt\"\n.popsection");
@@ -116,6 +116,51 @@ def test_a_symbol_spelling_a_directive_is_reported(project, tc22):
     assert asm.directive_symbols
     with pytest.raises(CannotTell, match="symbol"):
         asmreads.files_read(asm.module, asm.templates, lambda p: None, asm.directive_symbols)
+
+
+def test_scan_reads_a_string_record_in_every_encoding():
+    """LLVM may write a string record unabbreviated (a VBR6 field per character) or through an
+    abbreviation (a char6, 8-bit or VBR array, or a blob): each reads back the same, and a record
+    of an unwanted code in the same layout is passed over exactly."""
+    text = "Ab.9_z"
+    chars = text.encode()
+    w, width = _Writer(), 4
+    layouts = {"char6": [(4, 0)], "fixed8": [(1, 8)], "vbr4": [(2, 4)], "blob": []}  # array element, or a blob
+    ids = {}
+    for code in (5, 9):  # DEFINE_ABBREV [literal code, array of element | blob]
+        for name, element in layouts.items():
+            ids[code, name] = 4 + len(ids)
+            w.fixed(2, width)
+            w.vbr(3 if element else 2, 5)
+            w.fixed(1, 1), w.vbr(code, 8)
+            w.fixed(0, 1), w.fixed(3 if element else 5, 3)
+            for enc, n in element:
+                w.fixed(0, 1), w.fixed(enc, 3)
+                if n:
+                    w.vbr(n, 5)
+    for name in layouts:
+        for code in (5, 9):  # 9 is wanted
+            w.fixed(ids[code, name], width)
+            w.vbr(len(chars), 6)
+            if name == "blob":
+                w.bits = (w.bits + 31) & ~31
+            for c in chars:
+                if name == "char6":
+                    w.fixed(CHAR6.index(chr(c)), 6)
+                elif name == "vbr4":
+                    w.vbr(c, 4)
+                else:
+                    w.fixed(c, 8)
+            if name == "blob":
+                w.bits = (w.bits + 31) & ~31
+    for code in (5, 9):  # UNABBREV_RECORD
+        w.fixed(3, width), w.vbr(code, 6), w.vbr(len(chars), 6)
+        for c in chars:
+            w.vbr(c, 6)
+    w.fixed(0, width)  # END_BLOCK
+    got = list(irmodule._scan(_Reader(w.data()), width, [], {9}))
+    assert len(got) == 10 and got[0::2] == [None] * 5
+    assert [irmodule._text(v[1:]) for v in got[1::2]] == [text] * 5
 
 
 # --- real backend compiles read exactly what files_read names ---
