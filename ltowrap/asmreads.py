@@ -25,24 +25,30 @@ beside that file (measured with clang 22.1.8 and 14). So a key needs, per path, 
 those candidates opens first and its bytes; a path that opens nowhere (a directive under
 `.if 0`, in a comment, in a macro never used) is keyed as absent: MC fails on it if it is run.
 
-Never guessed. CannotTell is raised when:
+Never guessed. A directive name spelt whole anywhere is an occurrence of its word; one built by
+expansion needs pieces joined, by a macro substitution or a template operand next to a letter,
+a `.` or another such (a whole name passed as an argument is spelt in the invocation).
+CannotTell is raised when:
 - "incbin" or "include", in any case, occurs anywhere (a comment, a string, a symbol, a quoted
-  directive name `".incbin"`) except as a directive understood here: the first token of a
+  directive name `".incbin"`) but in a directive understood here: the first token of a
   statement (after `label:`s), `.incbin`/`.include` in any case, then a double-quoted path;
-- that path holds a backslash (MC decodes escapes), a newline or NUL, or, in a template, a `$`
-  or an operand;
-- `.altmacro` occurs, or a macro-like body (`.macro`, `.rept`/`.rep`, `.irp`, `.irpc`, any
-  case) occurs anywhere and one of its substitutions (`\\name`, `\\()`) touches a letter, a
-  `.` or another substitution: expansion could then spell a directive from pieces (a
-  string argument is substituted without its quotes, so it can also bring a `;`);
-- in a template (an InlineAsm string), an operand (`$N`, `${N:m}`) or a dialect alternative
-  (`$(`, `$|`, `$)`) touches a letter, a `.` or another one, or `$$` (nothing in Intel
-  dialect) joins two of them; or a symbol of the module could be printed as a directive
-  (`directive_symbols`): an operand prints a register, a number, a label or a symbol name
-  (quoted by MC if it holds a separator), so only a symbol name can spell one.
-Statements end at a newline or `;`; `#`, `//` and `/* */` comments are skipped. These are
-x86's; on a target where they differ a directive is at worst reported that does not run, or
-an occurrence not understood: both safe.
+- that path holds a backslash (MC decodes escapes), a newline, a NUL, or, in a template, an
+  operand or a `$$` (`$`, or nothing in Intel dialect);
+- `.altmacro` occurs (a parameter then needs no backslash, and `&` joins);
+- a substitution (`\\name`, `\\()`; `\\@` and `\\+` are digits) touches a letter, a `.`, an
+  operand, a `$$` or another substitution: in every text once a macro-like body (`.macro`,
+  `.rept`/`.rep`, `.irp`, `.irpc`, any case) occurs in any, and in templates always (an
+  operand could print a body's opener). A string argument is substituted without its quotes,
+  so it can bring a `;` too;
+- in a template (an InlineAsm string): an operand (`$N`, `${N:m}`) or dialect alternative
+  (`$(`, `$|`, `$)`) touches a letter, a `.` or another one; `$$` joins two such; a `$` or
+  `${:x}` the asm printer rejects; or any operand, when a symbol name could print as a
+  directive (`directive_symbols`): an operand prints a register, a number, a label or a
+  symbol name (quoted by MC if it holds a separator), so only a symbol name can spell one.
+Statements end at a newline or `;`; `#`, `//` and `/* */` comments and strings (which may span
+lines) are skipped, as x86's MC lexer does. Where a target differs, a directive is at worst
+reported that does not run, or an occurrence not understood: both safe. Paths keep the text's
+bytes (surrogateescape).
 """
 
 from __future__ import annotations
@@ -125,7 +131,7 @@ def _expand(template: str) -> str:
         raise CannotTell(f"a $ the asm printer rejects in {template!r}")
     if _GLUED.search(text):
         raise CannotTell(f"an operand glued to a name in {template!r}")
-    return text.replace(JOIN, "$")
+    return text
 
 
 def _directives(text: str) -> Iterator[Read]:
@@ -140,7 +146,7 @@ def _directives(text: str) -> Iterator[Read]:
             raise CannotTell(f"{m.group().strip()} without a quoted path: {_around(text, start)}")
         end = _string_end(text, m.end())
         path = text[m.end() + 1 : end - 1]
-        if end > len(text) or any(c in path for c in '\\\n\r\0$' + HOLE):
+        if end > len(text) or any(c in path for c in "\\\n\r\0" + HOLE + JOIN):
             raise CannotTell(f"a path that is not plain: {_around(text, start)}")
         covered.append((start, end))
         yield Read(m.group(1).lower(), path)
@@ -203,7 +209,7 @@ def _check_substitutions(text: str) -> None:
     for m in _SUBSTITUTION.finditer(text):
         before = text[m.start() - 1 : m.start()]
         after = text[m.end() : m.end() + 1]
-        if before and before in NAME | {HOLE} or after and after in NAME | {HOLE, "\\"}:
+        if before and before in NAME | {HOLE, JOIN} or after and after in NAME | {HOLE, JOIN, "\\"}:
             raise CannotTell(f"a macro substitution glued to a name: {_around(text, m.start())}")
 
 

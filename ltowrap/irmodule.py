@@ -24,7 +24,10 @@ Read with bitcode.py's bitstream reader, as little as possible:
   CONSTANTS_BLOCK of each function that calls it (ValueEnumerator::incorporateFunction), right
   after the function's DECLAREBLOCKS record and before its metadata and instructions
   (ModuleBitcodeWriter::writeFunction): a function block is read up to there and jumped over,
-  and every other block (types, metadata, summaries, symbol tables) by its length word.
+  and every other block (types, metadata, summaries, symbol tables) by its length word;
+  records of other codes are passed over without decoding their fields where the layout allows
+  (_scan). The top-level STRTAB (every symbol name) is searched for a name an operand could
+  print as a directive.
 Records are mostly runs of VBR6 fields, read here one window of bits per batch
 (_run) rather than one slice per chunk. Anything unexpected raises BadBitcode: the
 caller then knows nothing rather than something wrong.

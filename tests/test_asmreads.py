@@ -203,6 +203,9 @@ def test_an_imported_function_reads_its_file_in_the_importing_backend(project, t
 
 TEXTS = [
     ("plain", '.incbin "data.txt"', ["data.txt"]),
+    ("Linux's kernel/configs.c", '\t.pushsection .rodata, "a"\t\t\n\t.global kernel_config_data\t\t\n'
+     'kernel_config_data:\t\t\t\t\n\t.incbin "kernel/config_data.gz"\t\n\t.global kernel_config_data_end\t\t\n'
+     'kernel_config_data_end:\t\t\t\n\t.popsection\t\t\t\t\n', ["kernel/config_data.gz"]),
     ("module asm lines", '.section .rodata\n.global blob\nblob:\n.incbin "d/a.bin"\n.text\n', ["d/a.bin"]),
     ("skip and count", '.incbin "f", 1, 2', ["f"]),
     ("no space", '.incbin"f"', ["f"]),
@@ -211,6 +214,7 @@ TEXTS = [
     ("statements after ;", '.byte 1; .incbin "f" ; .byte 2;.incbin "g"', ["f", "g"]),
     ("labels before", 'x: y :\t.incbin "f"\n1: .incbin "g"', ["f", "g"]),
     ("absolute path", '.incbin "/tmp/x y/z.bin"', ["/tmp/x y/z.bin"]),
+    ("a $ in a path", '.incbin "a$b"', ["a$b"]),
     ("a path naming include", '.incbin "include/incbin.bin"', ["include/incbin.bin"]),
     ("comments around", '.incbin "f" # trailing\n/* block\n */ .incbin "g" // x\n', ["f", "g"]),
     ("a string with # and ;", '.ascii "a # b ; c"\n.incbin "f"', ["f"]),
