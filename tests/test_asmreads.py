@@ -84,6 +84,27 @@ def test_inline_asm_of_many_functions_and_debug_info(project, tc):
     assert asmreads.files_read(asm.module, asm.templates, lambda p: None) == ()
 
 
+def test_inline_asm_of_every_module_in_a_file(project, tc):
+    """A file may hold several modules: CFI splits a unit in two (its second module holds
+    clones, asm included, of some of the first's functions), and `llvm-cat -b` puts any together.
+    Each is read, as llvm-modextract and llvm-dis show them apart."""
+    compile_module(tc, project, MODULE_C)
+    write(project / "two.c", 'int two(int x) { int y; __asm__("leal 2(%1), %0" : "=r"(y) : "r"(x)); return y; }\n')
+    run([tc.clang, "-O2", "-flto=thin", "-c", "two.c", "-o", "two.o"], project)
+    run([str(tc.bindir / "llvm-cat"), "-b", "m.o", "two.o", "-o", "cat.o"], project)
+    write(project / "split.c", MODULE_C + "typedef int (*fn)(int);\nfn pick(int i) { return i ? f : g; }\n")
+    run([tc.clang, "-O2", "-flto=thin", "-fsanitize=cfi-icall", "-fno-sanitize-ignorelist", "-fvisibility=hidden",
+         "-c", "split.c", "-o", "split.o"], project)
+    for name, templates in (("cat.o", 4), ("split.o", 3)):
+        asm = irmodule.inline_asm((project / name).read_bytes())
+        parts = []
+        for n in (0, 1):
+            run([str(tc.bindir / "llvm-modextract"), "-n", str(n), name, "-o", f"part{n}.bc"], project)
+            parts.append(llvm_dis_asm(tc, project / f"part{n}.bc"))
+        assert asm.module == parts[0][0] + parts[1][0] and set(asm.templates) == parts[0][1] | parts[1][1]
+        assert len(asm.templates) == templates
+
+
 def test_inline_asm_refuses_what_it_cannot_read(project, tc22):
     data = compile_module(tc22, project, MODULE_C).read_bytes()
     for broken in (data[:12], data[: len(data) // 2], b"BC\xc0\xde" + b"\xff" * 64, b"not bitcode"):
