@@ -36,7 +36,8 @@ def llvm_dis_asm(tc: Toolchain, path: Path) -> tuple[tuple[str, ...], set[str]]:
     text = run([str(tc.bindir / "llvm-dis"), str(path), "-o", "-"], path.parent).stdout
     string = r'"((?:[^"\\]|\\\\|\\[0-9A-F]{2})*)"'
     lines = [_unescape(s) for s in re.findall(rf"^module asm {string}$", text, re.M)]
-    calls = {_unescape(s) for s in re.findall(rf"\basm (?:sideeffect |alignstack |inteldialect |unwind )*{string}, ", text)}
+    keywords = "(?:sideeffect |alignstack |inteldialect |unwind )*"
+    calls = {_unescape(s) for s in re.findall(rf"\basm {keywords}{string}, ", text)}
     return ("\n".join(lines) + "\n",) if lines else (), calls
 
 
@@ -131,7 +132,8 @@ def test_inline_asm_on_damaged_bitcode_knows_or_says_so(project, tc22):
 
 
 def test_a_symbol_spelling_a_directive_is_reported(project, tc22):
-    write(project / "s.c", 'int odd __asm__(".incbin");\nint get(void) { int v; __asm__("movl %1, %0" : "=r"(v) : "m"(odd)); return v; }\n')
+    write(project / "s.c", 'int odd __asm__(".incbin");\n'
+                           'int get(void) { int v; __asm__("movl %1, %0" : "=r"(v) : "m"(odd)); return v; }\n')
     run([tc22.clang, "-O2", "-flto=thin", "-c", "s.c", "-o", "s.o"], project)
     asm = irmodule.inline_asm((project / "s.o").read_bytes())
     assert asm.directive_symbols
@@ -218,6 +220,23 @@ def test_an_imported_function_reads_its_file_in_the_importing_backend(project, t
     assert failed.returncode != 0 and "adata.bin" in failed.stderr
     write(elsewhere / "adata.bin", "A")
     run(backend, elsewhere)
+
+
+def test_where_a_backend_compile_looks_for_a_relative_path(project, tc):
+    """As given against its working directory, then in the `-Wa,-I` directories; plain -I is
+    dropped for IR input, and the module's own directory does not count (asmreads docstring)."""
+    path = compile_module(tc, project, MODULE_C)  # the module's directory holds every file
+    run([tc.lld, "--thinlto-index-only", "-shared", str(path), "-o", "lib.so"], project)
+    backend = [tc.clang, "-c", "-x", "ir", str(path), f"-fthinlto-index={path}.thinlto.bc", "-O2", "-o", "out.o"]
+    run_dir = project / "run"
+    run_dir.mkdir()
+    for flags, works in (([], False), ([f"-I{project}"], False), ([f"-Wa,-I{project}"], True),
+                         (["-Xclang", "-I", "-Xclang", str(project)], True)):
+        done = run(backend + flags, run_dir, check=False)
+        assert (done.returncode == 0) == works and works != ("Could not find" in done.stderr), (flags, done.stderr)
+    for name in FILES:
+        write(run_dir / name, FILES[name])
+    run(backend, run_dir)
 
 
 # --- the directive rules, on texts ---
