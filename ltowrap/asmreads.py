@@ -57,6 +57,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .irmodule import ModuleAsm
+
 HOLE, JOIN = "\ue000", "\ue001"  # a template operand or dialect alternative; a `$$`
 NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")  # what a directive name is made of
 _WORDS = re.compile(r"incbin|include", re.I)
@@ -79,6 +83,26 @@ class CannotTell(ValueError):
 class Read:
     directive: str  # "incbin" or "include", lower case
     path: str  # as written: a relative path is looked up as the module docstring says
+
+
+@dataclass(frozen=True)
+class Reads:
+    files: tuple[str, ...] = ()  # the paths `.incbin` and `.include` name, as written
+    unknown: str = ""  # why the files cannot be told (files is then empty)
+
+
+def reads(asm: ModuleAsm, load: Callable[[str], str | None] | None = None) -> Reads:
+    """files_read of one module's inline assembly, as a value. Without `load`, an `.include` is
+    unknown: what the included text reads is not followed."""
+    try:
+        found = files_read(asm.module, asm.templates, load or _unfollowed, asm.directive_symbols)
+    except CannotTell as e:
+        return Reads(unknown=str(e))
+    return Reads(tuple(dict.fromkeys(r.path for r in found)))
+
+
+def _unfollowed(path: str) -> str | None:
+    raise CannotTell(f'.include "{path}": what its text reads is not followed')
 
 
 def files_read(module: Iterable[str], templates: Iterable[str], load: Callable[[str], str | None],

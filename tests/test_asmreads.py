@@ -335,6 +335,17 @@ def test_includes_are_followed_through_load():
         asmreads.files_read(['.include "m.s"'], [], {"m.s": '.macro m a\n.inc\\a "f"\n.endm'}.get)
 
 
+def test_reads_of_a_module_as_a_value():
+    asm = irmodule.ModuleAsm(('.incbin "a"\n.incbin "b"\n.incbin "a"',), ('.incbin "c"',))
+    assert asmreads.reads(asm) == asmreads.Reads(("a", "b", "c"))
+    assert asmreads.reads(irmodule.ModuleAsm(("nop # incbin",), ())).unknown.startswith("'incbin' outside")
+    included = irmodule.ModuleAsm(('.include "i.s"',), ())
+    assert "not followed" in asmreads.reads(included).unknown
+    assert asmreads.reads(included, {"i.s": '.incbin "n"'}.get) == asmreads.Reads(("i.s", "n"))
+    symbols = irmodule.ModuleAsm((), ("call ${0:P}",), directive_symbols=True)
+    assert "symbol" in asmreads.reads(symbols).unknown
+
+
 TEMPLATES = [
     ("operands", 'movl $1, $0\n.pushsection .rodata\n.incbin "t.bin"\n.popsection', ["t.bin"]),
     ("$$ and specials", "movl $$1, ${0:k} # ${:comment} 1${:uid}: .L${:private}x", []),
