@@ -342,6 +342,8 @@ def test_reads_of_a_module_as_a_value():
     included = irmodule.ModuleAsm(('.include "i.s"',), ())
     assert "not followed" in asmreads.reads(included).unknown
     assert asmreads.reads(included, {"i.s": '.incbin "n"'}.get) == asmreads.Reads(("i.s", "n"))
+    both = irmodule.ModuleAsm(('.incbin "i.s"\n.include "i.s"',), ())  # one file, named once
+    assert asmreads.reads(both, {"i.s": ""}.get) == asmreads.Reads(("i.s",))
     symbols = irmodule.ModuleAsm((), ("call ${0:P}",), directive_symbols=True)
     assert "symbol" in asmreads.reads(symbols).unknown
 
