@@ -119,11 +119,11 @@ def files_read(module: Iterable[str], templates: Iterable[str], load: Callable[[
     if directive_symbols and any(HOLE in t for t in expanded):
         raise CannotTell("an operand could print a symbol that spells a directive")
     texts += expanded
-    reads: dict[Read, None] = {}
+    found: dict[Read, None] = {}
     loaded: set[str] = set()
     for text in texts:  # grows as `.include`d files are loaded
         for read in _directives(text):
-            reads[read] = None
+            found[read] = None
             if read.directive == "include" and read.path not in loaded:
                 loaded.add(read.path)
                 included = load(read.path)
@@ -131,10 +131,11 @@ def files_read(module: Iterable[str], templates: Iterable[str], load: Callable[[
                     texts.append(included)
     if any(_ALTMACRO.search(t) for t in texts):
         raise CannotTell(".altmacro: a macro parameter needs no backslash there")
-    # A template is checked even without a body in sight: an operand could print one's opener.
+    # A template is checked even without a body in sight: an operand could print one's opener,
+    # and a function is assembled in each module it is imported into, beside their module asm.
     for text in texts if any(_BODY.search(t) for t in texts) else expanded:
         _check_substitutions(text)
-    return tuple(reads)
+    return tuple(found)
 
 
 def _expand(template: str) -> str:
