@@ -1,4 +1,5 @@
-"""What an LLVM module says about its own code generation: its triple and its module flags.
+"""What an LLVM module says about its own code generation: its triple, its module flags and its
+inline assembly.
 
 In-process ThinLTO takes these from each module (llvm/lib/LTO/LTOBackend.cpp,
 createTargetMachine): the triple, the relocation model from the "PIC Level" flag when
@@ -17,6 +18,16 @@ Read with bitcode.py's bitstream reader, as little as possible:
   records in between are jumped over, as LLVM's lazy metadata loader does. An integer
   operand is a value id: first the module's global values (one per GLOBALVAR, FUNCTION,
   ALIAS or IFUNC record), then the module-level CONSTANTS_BLOCK.
+- the inline assembly (inline_asm) is what the backend's assembler parses, and what it may
+  read files through (asmreads.py): the module asm (MODULE_CODE_ASM, one record of
+  characters per module) and every InlineAsm constant, which the writer puts in the
+  CONSTANTS_BLOCK of each function that calls it (ValueEnumerator::incorporateFunction), right
+  after the function's DECLAREBLOCKS record and before its metadata and instructions
+  (ModuleBitcodeWriter::writeFunction): a function block is read up to there and jumped over,
+  and every other block (types, metadata, summaries, symbol tables) by its length word;
+  records of other codes are passed over without decoding their fields where the layout allows
+  (_scan). The top-level STRTAB (every symbol name) is searched for a name an operand could
+  print as a directive.
 Records are mostly runs of VBR6 fields, read here one window of bits per batch
 (_run) rather than one slice per chunk. Anything unexpected raises BadBitcode: the
 caller then knows nothing rather than something wrong.
@@ -24,19 +35,29 @@ caller then knows nothing rather than something wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 
 from .bitcode import BLOCKINFO, CHAR6, MODULE_BLOCK, Abbrev, BadBitcode, _Block, _define_abbrev, _Reader, _record, _stream, \
     _sub_block, _Visitor, _walk
 
 CONSTANTS_BLOCK = 11
+FUNCTION_BLOCK = 12
 METADATA_BLOCK = 15
 # MODULE_BLOCK records
-TRIPLE = 2
-GLOBAL_VALUES = frozenset([7, 8, 9, 14, 15])  # GLOBALVAR, FUNCTION, ALIAS_OLD, ALIAS, IFUNC
+TRIPLE, MODULE_ASM = 2, 4
+GLOBAL_VALUES = frozenset([7, 8, 9, 14, 18])  # GLOBALVAR, FUNCTION, ALIAS_OLD, ALIAS, IFUNC (LLVMBitCodes.h)
 # CONSTANTS_BLOCK records
 SETTYPE, NULL, INTEGER = 1, 2, 4  # an integer 0 is written as its type's NULL
+# The INLINEASM codes, each with the field its asm string's length is in: OLD (LLVM < 3.1)
+# [flags, n, asm..., m, constraints...], OLD2 (3.1-12) and OLD3 (13, with `unwind`) the same;
+# INLINEASM (14 on, the function type first) [fnty, flags, n, asm..., m, constraints...].
+INLINE_ASM = {18: 1, 23: 1, 28: 1, 30: 2}
+# FUNCTION_BLOCK records
+DECLAREBLOCKS = 1
+STRTAB_BLOCK, STRTAB_BLOB = 23, 1  # top level: every symbol name, abutting
+_DIRECTIVE_NAME = re.compile(rb"\.(?:incbin|include|altmacro)", re.I)
 # METADATA_BLOCK records
 MD_VALUE, MD_NODE, MD_NAME, MD_DISTINCT_NODE, MD_NAMED_NODE = 2, 3, 4, 5, 10
 MD_STRINGS, MD_INDEX_OFFSET, MD_INDEX = 35, 38, 39
@@ -74,6 +95,105 @@ def read(data: bytes, flags: bool = True) -> ModuleFacts:
     except (IndexError, KeyError, ValueError, OverflowError) as e:  # damaged records, as the reader met them
         raise BadBitcode(f"{type(e).__name__}: {e}") from e
     raise BadBitcode("no module")
+
+
+@dataclass(frozen=True)
+class ModuleAsm:
+    """The inline assembly of a bitcode file, as its backend's assembler gets it."""
+
+    module: tuple[str, ...]  # each module's module asm (`module asm` lines joined by newlines), if any
+    templates: tuple[str, ...]  # each distinct InlineAsm string: a template ($N operands, $$ for $)
+    # A symbol name could print as `.incbin`, `.include` or `.altmacro` through an operand: the
+    # string table holds one of them (names abut there, so this is a superset), or there is none.
+    directive_symbols: bool = False
+
+
+def inline_asm(data: bytes) -> ModuleAsm:
+    """Every module asm and InlineAsm string of every module in a bitcode file (a split LTO unit
+    has two); BadBitcode if they cannot all be read. Strings keep their bytes (surrogateescape).
+
+    A backend compile also assembles the functions it imports: their templates are in the
+    inline_asm of the modules its index shard names (module asm is never imported)."""
+    stream = _stream(data)
+    found = ModuleAsm((), ())
+    modules = 0
+    strtab: bytes | None = None
+    try:
+        for item in _items(_Reader(stream, 32), 2, []):
+            if not isinstance(item, _Block):
+                raise BadBitcode("a record at the top level")
+            if item.bid == MODULE_BLOCK:
+                found = _AsmReader(stream, item, found).read()
+                modules += 1
+            elif item.bid == STRTAB_BLOCK:
+                r = _Reader(stream, item.start, item.end)
+                strtab = b"".join(bytes(v[1:]) for v in _scan(r, item.width, [], {STRTAB_BLOB}) if isinstance(v, list))
+    except BadBitcode:
+        raise
+    except (IndexError, KeyError, ValueError, OverflowError) as e:
+        raise BadBitcode(f"{type(e).__name__}: {e}") from e
+    if not modules:
+        raise BadBitcode("no module")
+    spelt = strtab is None or _DIRECTIVE_NAME.search(strtab) is not None
+    return ModuleAsm(found.module, found.templates, spelt)
+
+
+@dataclass
+class _AsmReader:
+    stream: bytes
+    block: _Block
+    found: ModuleAsm
+    blockinfo: dict[int, list[Abbrev]] = field(default_factory=dict)
+    templates: dict[str, None] = field(default_factory=dict)
+
+    def read(self) -> ModuleAsm:
+        module = list(self.found.module)
+        self.templates = dict.fromkeys(self.found.templates)
+        for item in _scan(self._reader(self.block), self.block.width, [], {MODULE_ASM}):
+            if isinstance(item, list):
+                module.append(_text(item[1:]))
+            elif item is None:
+                continue
+            elif item.bid == BLOCKINFO:
+                _walk(self._reader(item), item.width, item, self.blockinfo, _Visitor())
+            elif item.bid == CONSTANTS_BLOCK:  # the module's own: no InlineAsm from LLVM's writer, but cheap to be sure
+                self._constants(item)
+            elif item.bid == FUNCTION_BLOCK:
+                self._function(item)
+        return ModuleAsm(tuple(module), tuple(self.templates))
+
+    def _reader(self, block: _Block) -> _Reader:
+        return _Reader(self.stream, block.start, block.end)
+
+    def _function(self, block: _Block) -> None:
+        items = _scan(self._reader(block), block.width, list(self.blockinfo.get(FUNCTION_BLOCK, [])), {DECLAREBLOCKS})
+        if not isinstance(next(items, None), list):
+            raise BadBitcode("a function block that does not start with DECLAREBLOCKS")
+        second = next(items, None)
+        if isinstance(second, _Block) and second.bid == CONSTANTS_BLOCK:
+            self._constants(second)
+        # No constants block there: the function has no constants, so no InlineAsm either.
+
+    def _constants(self, block: _Block) -> None:
+        abbrevs = list(self.blockinfo.get(CONSTANTS_BLOCK, []))
+        for values in _scan(self._reader(block), block.width, abbrevs, INLINE_ASM):
+            if not isinstance(values, list):
+                continue  # another record; or a block, which LLVM's reader skips here too
+            at = INLINE_ASM[values[0]]
+            fields = values[1:]
+            n = fields[at] if at < len(fields) else -1
+            # BitcodeReader::parseConstants: the asm string, then the constraints' length and string.
+            if n < 0 or at + 1 + n >= len(fields) or at + 2 + n + fields[at + 1 + n] > len(fields):
+                raise BadBitcode("bad INLINEASM record")
+            self.templates[_text(fields[at + 1 : at + 1 + n])] = None
+
+
+def _text(chars: list[int]) -> str:
+    """A string record's characters (LLVM keeps each as a field, a char6 or 8-bit array element
+    or a blob byte)."""
+    if any(c > 255 for c in chars):
+        raise BadBitcode("a character above 255 in a string")
+    return bytes(chars).decode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -252,9 +372,85 @@ def _items(r: _Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[_Block | l
             yield _values(r, code, abbrevs)
 
 
-def _values(r: _Reader, code: int, abbrevs: list[Abbrev]) -> list[int]:
+def _scan(r: _Reader, width: int, abbrevs: list[Abbrev], codes: Container[int]) -> Iterator[_Block | list[int] | None]:
+    """As _items, but only the records whose code is in `codes` are decoded (blobs as bytes);
+    any other record is passed over, as cheaply as its layout allows, and comes as None."""
+    while r.pos + width <= r.end:
+        code = r.fixed(width)
+        if code == 0:  # END_BLOCK
+            return
+        if code == 1:  # ENTER_SUBBLOCK
+            block = _sub_block(r)
+            yield block
+            r.pos = block.end
+        elif code == 2:
+            abbrevs.append(_define_abbrev(r))
+        elif code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
+            rec_code, n = r.vbr(6), r.vbr(6)
+            if rec_code in codes:
+                yield [rec_code, *_run(r, n, "vbr", 6)]
+            else:
+                _skip_vbr6(r, n)
+                yield None
+        elif code - 4 >= len(abbrevs):
+            raise BadBitcode(f"undefined abbreviation {code}")
+        elif abbrevs[code - 4][0][0] == "lit" and abbrevs[code - 4][0][1] not in codes:
+            _skip(r, abbrevs[code - 4])
+            yield None
+        else:
+            values = _values(r, code, abbrevs, blobs=True)
+            yield values if values[0] in codes else None
+
+
+def _skip(r: _Reader, abbrev: Abbrev) -> None:
+    """Move past one record laid out by `abbrev`: fixed-width fields and arrays by arithmetic."""
+    i = 0
+    while i < len(abbrev):
+        kind, width = abbrev[i]
+        if kind == "array":
+            n = r.vbr(6)
+            kind, width = abbrev[i + 1]
+            if kind in ("fixed", "char6"):
+                r.pos += n * (6 if kind == "char6" else width)
+            else:
+                _run(r, n, kind, width)
+            i += 2
+            continue
+        if kind == "blob":
+            n = r.vbr(6)
+            r.align32()
+            r.pos += 8 * n
+            r.align32()
+        elif kind == "fixed" or kind == "char6":
+            r.pos += 6 if kind == "char6" else width
+        elif kind == "vbr":
+            r.vbr(width)
+        i += 1
+    if r.pos > r.end:
+        raise BadBitcode("read past the end")
+
+
+def _skip_vbr6(r: _Reader, n: int) -> None:
+    """Move past n VBR6 fields. A field ends at a chunk whose high bit is clear, so n fields
+    take n chunks plus one per set high bit among them: counted in one window, widened until
+    the count holds (most records are a few hundred bits, most fields one chunk)."""
+    chunks = n
+    while True:
+        start = r.pos >> 3
+        window = int.from_bytes(r.data[start : start + (6 * chunks + 7) // 8 + 1], "little") >> (r.pos & 7)
+        more = (window & (32 * ((1 << 6 * chunks) - 1) // 63)).bit_count()  # bit 5 of each chunk
+        if n + more == chunks:
+            break
+        chunks = n + more
+    r.pos += 6 * chunks
+    if r.pos > r.end:
+        raise BadBitcode("read past the end")
+
+
+def _values(r: _Reader, code: int, abbrevs: list[Abbrev], blobs: bool = False) -> list[int]:
     """One record's code and fields. A blob comes as two fields: its byte offset in the
-    stream and its length (METADATA_STRINGS holds thousands of characters)."""
+    stream and its length (METADATA_STRINGS holds thousands of characters); with blobs=True,
+    as one field per byte, as LLVM's reader gives it to a record that takes no blob."""
     if code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
         rec_code = r.vbr(6)
         return [rec_code, *_run(r, r.vbr(6), "vbr", 6)]
@@ -266,7 +462,7 @@ def _values(r: _Reader, code: int, abbrevs: list[Abbrev]) -> list[int]:
         values = _record(r, abbrev[:-1])
         n = r.vbr(6)
         r.align32()
-        values += [r.pos >> 3, n]
+        values += list(r.data[r.pos >> 3 : (r.pos >> 3) + n]) if blobs else [r.pos >> 3, n]
         r.pos += 8 * n
         r.align32()
     elif len(abbrev) >= 2 and abbrev[-2][0] == "array":

@@ -142,9 +142,13 @@ int main(int argc, char **argv) { printf("%d %s\\n", pick(argc), argv[0]); retur
 """
 
 
-def llvm_dis_facts(tc: Toolchain, path: Path) -> irmodule.ModuleFacts:
-    text = subprocess.run([str(tc.bindir / "llvm-dis"), str(path), "-o", "-"], check=True, capture_output=True,
+def llvm_dis(tc: Toolchain, path: Path) -> str:
+    return subprocess.run([str(tc.bindir / "llvm-dis"), str(path), "-o", "-"], check=True, capture_output=True,
                           text=True).stdout
+
+
+def llvm_dis_facts(tc: Toolchain, path: Path) -> irmodule.ModuleFacts:
+    text = llvm_dis(tc, path)
     triple = re.search(r'^target triple = "(.*)"', text, re.M).group(1)
     flags = {}
     for ref in re.search(r"^!llvm.module.flags = !\{(.*)\}", text, re.M).group(1).split(", "):
@@ -165,6 +169,28 @@ def test_irmodule_reads_what_llvm_dis_reads(project, tc, flags):
     assert irmodule.read(data) == want
     assert irmodule.read(data, flags=False) == irmodule.ModuleFacts(want.triple)
     assert want.flags  # the comparison saw flags (wchar_size at least)
+
+
+IFUNC_SOURCE = """
+static int impl(void) { return 42; }
+static int (*resolve(void))(void) { return impl; }
+int f(void) __attribute__((ifunc("resolve")));
+int answer = 42;
+int main(void) { return f() - answer; }
+"""
+
+
+@pytest.mark.parametrize("pic, levels", [("-fPIC", (2, None)), ("-fPIE", (2, 2)), ("-fpic", (1, None))])
+def test_irmodule_counts_an_ifunc_among_the_global_values(project, tc, pic, levels):
+    """An IFUNC record (code 18) takes a value id, as GLOBALVAR, FUNCTION and ALIAS records do: when
+    code 15 (METADATA_VALUES_UNUSED) was counted instead, every integer constant was read one
+    value id off, and "PIC Level" with it."""
+    write(project / "m.c", IFUNC_SOURCE)
+    run([tc.clang, "-O2", pic, "-flto=thin", "-c", "m.c", "-o", "m.o"], project)
+    assert re.search(r"^@f = .*\bifunc\b", llvm_dis(tc, project / "m.o"), re.M)
+    facts = irmodule.read((project / "m.o").read_bytes())
+    assert facts == llvm_dis_facts(tc, project / "m.o")
+    assert (facts.flag("PIC Level"), facts.flag("PIE Level")) == levels
 
 
 def test_irmodule_refuses_what_it_cannot_read(project, tc22):
