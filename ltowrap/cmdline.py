@@ -8,10 +8,9 @@ rewritten only by replacing input tokens.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from . import lldopts
+from . import ldscript, lldopts
 from .errors import Reason, Unsupported
 from .rsp import expand_response_files
 
@@ -37,7 +36,8 @@ class Arg:
 
     tokens: tuple[str, ...]
     input: str | None = None  # the file this input resolves to
-    searched: tuple[str, ...] = ()  # -l: the files lld's search tried before it (or all, if none was found)
+    searched: tuple[str, ...] = ()  # -l: the paths lld's search tried before it (or all, if none was found)
+    static: bool = False  # -Bstatic in effect here (a linker script read here searches its -l so)
     whole_archive: bool = False
     lazy: bool = False  # inside --start-lib ... --end-lib
     group_marker: bool = False
@@ -54,6 +54,10 @@ class LinkCommand:
     read_files: tuple[str, ...] = field(default=())  # response files, and scripts and lists named by options
     fat_lto_objects: bool = False  # --fat-lto-objects: lld takes the bitcode of fat objects
     written: tuple[tuple[str, str | None], ...] = field(default=())  # (option, value) of options that write a file
+    search_dirs: tuple[str, ...] = field(default=())  # every -L value, as given (lld collects them all first)
+    sysroot: str = ""
+    nostdlib: bool = False
+    scripts: tuple[str, ...] = field(default=())  # -T and the like, as given (lld searches them: ldscript.find_script)
 
     def inputs(self) -> list[Arg]:
         return [a for a in self.args if a.input is not None]
@@ -63,7 +67,7 @@ def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
     """ld.lld argv (without argv[0]) -> LinkCommand. Raises Unsupported for modes we don't model."""
     responses: list[str] = []
     split = _split(expand_response_files(argv, cwd, read=responses))
-    reader = _Reader(_search_dirs(split))
+    reader = _Reader(*_search_dirs(split), cwd=cwd)
     reader.read_files += responses
     for option, spelling, value, tokens in split:
         if spelling is None:
@@ -73,8 +77,9 @@ def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
     return reader.command()
 
 
-def _search_dirs(split: list[_Token]) -> list[str]:
-    """The -L directories (lld searches all of them for every -l, wherever they appear)."""
+def _search_dirs(split: list[_Token]) -> tuple[list[str], str]:
+    """The -L values, as given, and the sysroot (lld collects all of them before it resolves
+    any -l; ldscript resolves a sysroot-relative `=dir` as lld does)."""
     dirs: list[str] = []
     sysroot = ""
     for option, _, value, _ in split:
@@ -82,7 +87,7 @@ def _search_dirs(split: list[_Token]) -> list[str]:
             dirs.append(value)
         elif option is not None and option.role == "sysroot" and value is not None:
             sysroot = value
-    return [sysroot + d[1:] if d.startswith("=") else d for d in dirs]
+    return dirs, sysroot
 
 
 @dataclass
@@ -91,6 +96,8 @@ class _Reader:
     (--whole-archive, --start-lib, -Bstatic, --push-state) and what the link as a whole is."""
 
     search_dirs: list[str]
+    sysroot: str
+    cwd: str = "."
     args: list[Arg] = field(default_factory=list)
     whole: bool = False
     lazy: bool = False
@@ -106,19 +113,21 @@ class _Reader:
     mllvm: list[str] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
     written: list[tuple[str, str | None]] = field(default_factory=list)
+    nostdlib: bool = False
+    scripts: list[str] = field(default_factory=list)
 
     def input(self, tokens: tuple[str, ...]) -> None:
-        self.args.append(Arg(tokens, input=tokens[0], whole_archive=self.whole, lazy=self.lazy))
+        self.args.append(Arg(tokens, input=tokens[0], static=self.static, whole_archive=self.whole, lazy=self.lazy))
 
     def option(self, option: lldopts.Option | None, value: str | None, tokens: tuple[str, ...]) -> None:
         role = option.role if option is not None else None
         if option is not None and option.refused is not None:
             raise Unsupported(option.refused, tokens[0])
         if role == "library" and value is not None:
-            tried = library_candidates(value, self.search_dirs, self.static)
-            found = next((p for p in tried if os.path.isfile(p)), None)
-            searched = tuple(tried[: tried.index(found)] if found is not None else tried)
-            self.args.append(Arg(tokens, input=found, searched=searched, whole_archive=self.whole, lazy=self.lazy))
+            found, searched = ldscript.find_library(value, search_dirs=self.search_dirs, static=self.static,
+                                                    sysroot=self.sysroot, cwd=self.cwd)
+            self.args.append(Arg(tokens, input=found, searched=searched, static=self.static, whole_archive=self.whole,
+                                 lazy=self.lazy))
             return
         self.args.append(Arg(tokens, group_marker=role == "group"))
         if role is not None:
@@ -147,10 +156,14 @@ class _Reader:
             self.relocatable = True
         elif role in ("fat-lto-objects", "no-fat-lto-objects"):
             self.fat = role == "fat-lto-objects"
+        elif role == "nostdlib":
+            self.nostdlib = True
         elif value is None:
             return
         elif role == "output":
             self.output = value
+        elif role == "script":
+            self.scripts.append(value)
         elif role in ("lto-O", "sample-profile"):
             self.lto[role] = value
         elif role == "mllvm":
@@ -170,6 +183,10 @@ class _Reader:
             read_files=tuple(self.read_files),
             fat_lto_objects=self.fat,
             written=tuple(self.written),
+            search_dirs=tuple(self.search_dirs),
+            sysroot=self.sysroot,
+            nostdlib=self.nostdlib,
+            scripts=tuple(self.scripts),
         )
 
 
@@ -206,14 +223,3 @@ def _split(tokens: list[str]) -> list[_Token]:
         else:
             out.append((m.option, m.name, m.value, (tok,)))
     return out
-
-
-def library_candidates(spec: str, search_dirs: list[str], static: bool) -> list[str]:
-    """The files lld tries for -l<spec>, in order: -l:name is exact; else lib<spec>.so then .a per directory."""
-    names = [spec[1:]] if spec.startswith(":") else ([f"lib{spec}.a"] if static else [f"lib{spec}.so", f"lib{spec}.a"])
-    return [os.path.join(d, n) for d in search_dirs for n in names]
-
-
-def find_library(spec: str, search_dirs: list[str], static: bool) -> str | None:
-    """Resolve -l<spec> as lld does: the first of its candidates that is a file."""
-    return next((p for p in library_candidates(spec, search_dirs, static) if os.path.isfile(p)), None)

@@ -176,7 +176,9 @@ def codegen_options(args: list[str]) -> list[str]:
     Dropped: -D -U -I -include -isystem (headers are already in the IR), -W* (warnings
     belong to the front end; errors stay visible), -M* dependency output, -Wp, -x -c -o,
     inputs, -flto* (the backend compile is the LTO), -std, sanitizers and profiles
-    (instrumentation happened before the bitcode was written).
+    (instrumentation happened before the bitcode was written), -gsplit-dwarf (a .dwo is
+    written beside the object, in the link's temporary directory; in-process ThinLTO
+    splits only under the link's dwo_dir, which ltowrap does not distribute).
     """
     kept: list[str] = []
     for opt, value, is_input in walk(args):
@@ -187,6 +189,8 @@ def codegen_options(args: list[str]) -> list[str]:
                 kept += [opt, value]
         elif opt.startswith("--target="):
             kept.append(opt)
+        elif opt.startswith(("-gsplit-dwarf", "-gno-split-dwarf")):
+            continue  # in-process ThinLTO splits only when the link asks (dwo_dir); else full DWARF
         elif opt.startswith(("-O", "-g")):
             kept.append(opt)
         elif opt.startswith("-m") and not opt.startswith("-mllvm"):

@@ -32,7 +32,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import cachekey, config, fsutil, toolchain
+from . import cachekey, config, depfile, fsutil, toolchain
 from .cache import LINKS, Cache
 from .cmdline import LinkCommand
 from .jobrun import JobRun
@@ -65,32 +65,6 @@ def outputs(command: LinkCommand) -> tuple[str, ...] | None:
     if "-" in files or len(set(files)) != len(files):  # stdout, or one file written twice
         return None
     return tuple(files)
-
-
-def read_depfile(path: str) -> list[str] | None:
-    """The files lld's --dependency-file lists (make syntax, lld's escaping), or None if unreadable."""
-    try:
-        text = fsutil.read_bytes(path).decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
-    rule = text.split("\n\n", 1)[0].rstrip("\n")
-    parts = rule.split(" \\\n ")
-    return [_unescape(p) for p in parts[1:]]
-
-
-def _unescape(name: str) -> str:
-    out = []
-    i = 0
-    while i < len(name):
-        c = name[i]
-        if c == "\\" and i + 1 < len(name) and name[i + 1] in " #":
-            c = name[i + 1]
-            i += 1
-        elif c == "$" and name[i + 1 : i + 2] == "$":
-            i += 1
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 def _fs_now(directory: str) -> int:
@@ -163,6 +137,8 @@ class Memo:
             return "it writes a file the memo does not model"
         if uncached:
             return self._unmemoised(f"a backend compile is not cached ({uncached[0]})")
+        if plan.scripts.unknown:
+            return self._unmemoised(f"what a linker script reads cannot be told ({plan.scripts.unknown})")
         files = self._read_files(plan, workdir, backend_reads)
         if files is None:
             return self._unmemoised("lld listed no files, or one changed while the link ran")
@@ -223,7 +199,7 @@ class Memo:
         changed after the link started."""
         from . import archive, records  # a store, after a whole link: not on the restore path
 
-        listed = read_depfile(os.path.join(workdir, DEPFILE))
+        listed = depfile.read(os.path.join(workdir, DEPFILE))
         if listed is None:
             return None
         ours = tuple(os.path.abspath(d) + os.sep for d in (self.cache.root, workdir))
@@ -232,6 +208,8 @@ class Memo:
         names.update(a.input for a in cmd.inputs() if a.input is not None)
         names.update(cmd.read_files)
         names.update(backend_reads)
+        names.update(plan.scripts.found)
+        names.update(plan.scripts.absent)  # MISSING in the manifest: one that appears is a miss
         for path in list(names):
             if read_head(path).startswith(THIN_ARCHIVE):
                 names.update(m.path for m in archive.read_members(path) if m.path)

@@ -34,7 +34,7 @@ TAKES_VALUE = frozenset(["value", "joined", "separate", "letter", "prefix"])
 ROLES = frozenset("""
     output library library-path sysroot whole-archive no-whole-archive start-lib end-lib group
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
-    sample-profile fat-lto-objects no-fat-lto-objects
+    sample-profile fat-lto-objects no-fat-lto-objects script nostdlib
 """.split())
 
 TABLE = """
@@ -72,8 +72,8 @@ flag      --  cref
 flag      -   d g
 flag      *   dc dp define-common no-define-common
 flag      --  debug-names no-debug-names
-value     --  default-script                        reads
-separate  -   dT                                    reads
+value     --  default-script                        reads role=script
+separate  -   dT                                    reads role=script
 value     *   defsym
 flag      *   demangle no-demangle
 value     --  dependency-file                       writes
@@ -159,7 +159,8 @@ value     *   mips-got-size
 value     *   mllvm                                 role=mllvm
 flag      --  mmap-output-file no-mmap-output-file
 flag      -   N n
-flag      *   nmagic no-nmagic no-omagic noinhibit-exec nostdlib no-undefined no-warn-mismatch pic-veneer
+flag      *   nmagic no-nmagic no-omagic noinhibit-exec no-undefined no-warn-mismatch pic-veneer
+flag      *   nostdlib                              role=nostdlib
 flag      --  omagic
 flag      --  optimize-bb-jumps no-optimize-bb-jumps
 flag      --  no-warnings
@@ -207,8 +208,8 @@ flag      --  rosegment no-rosegment xosegment no-xosegment
 value     --  rsp-quoting
 flag      -   S s t
 optional  *   save-temps                            unsupported writes
-letter    -   T                                     reads
-value     *   script                                reads
+letter    -   T                                     reads role=script
+value     *   script                                reads role=script
 value     *   section-start
 value     --  shuffle-sections
 value     *   sort-section

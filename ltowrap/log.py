@@ -44,6 +44,7 @@ class Record:
     output: str | None = None  # what the step that failed printed (a backend's errors)
     modules: int = 0
     thinlink_cached: bool = False
+    thinlink_uncached: str | None = None  # why the thin-link that ran was not stored
     unmemoised: str | None = None  # why the link memo did not store this link
     verified: str | None = None  # a memo hit checked by linking again (verify): 'same', or both digests
     phases: dict[str, float] = field(default_factory=dict)

@@ -110,21 +110,25 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     from . import finallink, plan, thinlink
     from .backend import LinkBackend
 
-    link_plan = plan.build(command, run.cache)
-    run.record.modules = len(link_plan.modules)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
+    # The thin-link's lld is the one beside this clang (toolchain.sibling): the same release.
+    llvm_major = toolchain.llvm_major(cachekey.compiler_version(run.compiler_identity(clang)))
+    link_plan = plan.build(command, run.cache, llvm_major)
+    run.record.modules = len(link_plan.modules)
     # The thin-link sees every module under its store path: the backend keys take the shards'
     # canonical text (shardkey.py), which does not depend on those paths.
     store_prefix = os.path.join(run.cache.root, MODULES) + "/"
-    thin_key = cachekey.thinlink_key(cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: m.path),
-                                     [(m.path, m.digest) for m in link_plan.modules],
-                                     [*link_plan.other_inputs, *command.read_files])
+    scripts = link_plan.scripts
+    thin_files = [*link_plan.other_inputs, *command.read_files, *scripts.found, *scripts.absent]
+    thin_key = None if scripts.unknown else cachekey.thinlink_key(
+        cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: m.path),
+        [(m.path, m.digest) for m in link_plan.modules], thin_files)
 
     t0 = time.time()
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
-    version = cachekey.compiler_version(run.compiler_identity(clang))
-    result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, digest_of,
-                          toolchain.llvm_major(version), verify=config.pick(run.settings.verify))
+    result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files, digest_of,
+                          llvm_major, verify=config.pick(run.settings.verify))
+    run.record.thinlink_uncached = scripts.unknown or result.uncached or None
     t1 = time.time()
     run.record.thinlink_cached = result.cached
     with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:

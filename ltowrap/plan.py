@@ -9,6 +9,9 @@ and the thin-link sees it under that path:
   positions, so two module IDs.
 With --fat-lto-objects, an ELF object (or archive member) that carries a `.llvm.lto`
 section is, as for lld, the module in that section: its native code is not linked.
+Linker scripts (an input that is one, like libc.so, and -T) are followed as lld follows
+them (ldscript.py): what they make lld read, and the paths it finds absent first, are
+part of what a cached thin-link or link depends on.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import archive, elf
+from . import archive, elf, ldscript
 from .cache import Cache
 from .cachekey import digest_bytes
 from .cmdline import Arg, LinkCommand
@@ -55,6 +58,7 @@ class LinkPlan:
     pieces: tuple[Piece, ...]
     modules: tuple[Module, ...]
     other_inputs: tuple[str, ...]  # input files left as they are (native, shared, scripts)
+    scripts: ldscript.ScriptReads  # what linker scripts make lld read (files besides other_inputs), and probe
 
     def by_path(self) -> dict[str, Module]:
         return {m.path: m for m in self.modules}
@@ -97,11 +101,12 @@ class LinkPlan:
         return out
 
 
-def build(command: LinkCommand, cache: Cache) -> LinkPlan:
+def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     """The plan; each bitcode module is stored in the cache's module store, under its position."""
     pieces: list[Piece] = []
     modules: list[Module] = []
     others: list[str] = []
+    scripts: list[Arg] = []
 
     def module(data: bytes, origin: str, container: bytes | None = None) -> Module:
         stored = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
@@ -144,9 +149,43 @@ def build(command: LinkCommand, cache: Cache) -> LinkPlan:
         else:
             others.append(path)
             pieces.append(Piece(arg))
+            if ldscript.is_script(head):
+                scripts.append(arg)
     if not modules:
         raise Unsupported(Reason.NO_BITCODE)
-    return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others))
+    return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others), script_reads(command, scripts, lld_major))
+
+
+def script_reads(command: LinkCommand, inputs: list[Arg], lld_major: int) -> ldscript.ScriptReads:
+    """What the link's linker scripts make lld read and probe: the -T scripts (searched as lld
+    searches them) and what they name, and what the script inputs name (`unknown` says why
+    that cannot be told)."""
+    found: list[str] = []
+    absent: list[str] = []
+    dirs = command.search_dirs
+
+    def follow(path: str, static: bool) -> str:
+        got = ldscript.reads(path, search_dirs=dirs, lld_major=lld_major, sysroot=command.sysroot, static=static,
+                             nostdlib=command.nostdlib)
+        found.extend(got.found)
+        absent.extend(got.absent)
+        if not got.unknown and got.search_dirs != tuple(dirs):
+            return f"{path}: SEARCH_DIR changes where the rest of the link finds libraries"
+        return got.unknown
+
+    unknown = ""
+    for name in command.scripts:
+        path, missed = ldscript.find_script(name, search_dirs=dirs, sysroot=command.sysroot)
+        absent.extend(missed)
+        if path is None:
+            unknown = unknown or f"lld fails: cannot find linker script {name}"
+            continue
+        found.append(path)
+        unknown = unknown or follow(path, static=False)
+    for arg in inputs:
+        assert arg.input is not None
+        unknown = unknown or follow(arg.input, arg.static)
+    return ldscript.ScriptReads(tuple(dict.fromkeys(found)), tuple(dict.fromkeys(absent)), tuple(dirs), unknown)
 
 
 def fat_bitcode(data: bytes, origin: str) -> bytes | None:

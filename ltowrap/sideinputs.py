@@ -9,11 +9,12 @@ A backend key covers these too (cachekey.backend_key), or the compile is not cac
 - the host CPU, for `-march=native` / `-mcpu=native` / `-mtune=native`: what clang makes
   of `native` is this machine's CPU (/proc/cpuinfo's identity and feature flags);
 - files the inline assembly of the module, or of a module it imports functions from,
-  reads (`.incbin`, `.include`: asmreads.py), resolved as the assembler resolves them,
-  against the compile's working directory (the link's);
+  reads (`.incbin`, `.include` and what the included text reads: asmreads.py), resolved
+  as the assembler resolves them, against the compile's working directory (the link's);
 - what cannot be told is a reason instead (`unknown`): an external assembler
-  (-fno-integrated-as runs whatever `as` is found), or inline assembly that builds a
-  path we cannot read with certainty. Such a compile is not cached and its link is not
+  (-fno-integrated-as runs whatever `as` is found), directories given to the assembler
+  (-Wa,-I), inline assembly that builds a path we cannot read with certainty, or a
+  module whose assembly cannot be read. Such a compile is not cached and its link is not
   memoised; never a guess.
 A compile with any side input runs locally: a remote worker has neither the files nor
 this machine's CPU.
@@ -29,9 +30,12 @@ from . import cachekey
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .cache import Cache
+    from .irmodule import ModuleAsm
 
 NATIVE = "=native"
 EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
+# Options that give the assembler directories to search for `.include` and `.incbin` files.
+ASSEMBLER_DIRS = ("-Wa,", "-Xassembler")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ def of_argv(argv: list[str]) -> SideInputs:
     for arg in argv[1:]:
         if arg in EXTERNAL_ASSEMBLER:
             return SideInputs(unknown=f"an external assembler ({arg})")
+        if arg.startswith(ASSEMBLER_DIRS) or (arg.startswith("-I") and "-Xclang" in argv):
+            return SideInputs(unknown=f"options for the assembler ({arg}): where it finds files is not followed")
         if arg.endswith(NATIVE):
             host = host_cpu()
         value = arg.rpartition("=")[2] if arg.startswith("-") else arg
@@ -85,50 +91,67 @@ def host_cpu() -> str:
 
 
 class ModuleReads:
-    """What the inline assembly of modules reads (asmreads.py), memoised by the module's
-    digest here and, with a cache, in it (c/): each module version is read once."""
+    """What the inline assembly of modules reads (asmreads.py). A module's assembly texts are
+    read from its bitcode once per version (memoised by its digest here and, with a cache, in
+    it: c/); which files they read is worked out from them on every use, since an `.include`d
+    file can name others."""
 
-    VERSION = "asmreads 1"
+    VERSION = "inline asm 1"
 
     def __init__(self, cache: Cache | None = None) -> None:
         self.cache = cache
-        self.known: dict[str, SideInputs] = {}
+        self.known: dict[str, ModuleAsm | str] = {}
 
     def __call__(self, path: str, digest: str) -> SideInputs:
-        if digest not in self.known:
-            self.known[digest] = self._find(path, digest)
-        return self.known[digest]
+        from . import asmreads
 
-    def _find(self, path: str, digest: str) -> SideInputs:
+        if digest not in self.known:
+            self.known[digest] = self._asm(path, digest)
+        asm = self.known[digest]
+        if isinstance(asm, str):
+            return SideInputs(unknown=asm)
+        if not asm.module and not asm.templates:
+            return SideInputs()
+        found = asmreads.reads(asm, _text)
+        return SideInputs(found.files, unknown=found.unknown)
+
+    def _asm(self, path: str, digest: str) -> ModuleAsm | str:
+        """The module's assembly texts, or why they cannot be read."""
         import marshal
 
         from .cache import TOOLCHAINS
+        from .irmodule import ModuleAsm
 
         key = cachekey.digest_bytes(f"{self.VERSION}\0{cachekey.FORMAT_VERSION}\0{digest}".encode())
         entry = self.cache.get(TOOLCHAINS, key) if self.cache is not None else None
         if entry is not None:
             try:
-                files, unknown = marshal.loads(entry.payload)
-                return SideInputs(tuple(files), unknown=unknown)
-            except (ValueError, EOFError, TypeError):
+                kept = marshal.loads(entry.payload)
+                return kept if isinstance(kept, str) else ModuleAsm(tuple(kept[0]), tuple(kept[1]), bool(kept[2]))
+            except (ValueError, EOFError, TypeError, IndexError):
                 self.cache.stats.add("bad_entries")
-        found = _read_module(path)
+        found = _read_asm(path)
         if self.cache is not None:
-            self.cache.put(TOOLCHAINS, key, {}, marshal.dumps((list(found.files), found.unknown)))
+            kept = found if isinstance(found, str) else (found.module, found.templates, found.directive_symbols)
+            self.cache.put(TOOLCHAINS, key, {}, marshal.dumps(kept))
         return found
 
 
-def _read_module(path: str) -> SideInputs:
-    try:  # TEMPORARY until the asm reader lands
-        from . import asmreads, irmodule
-    except ImportError:
-        return SideInputs()
+def _read_asm(path: str) -> ModuleAsm | str:
+    from . import irmodule
     from .bitcode import BadBitcode
     from .fsutil import read_bytes
 
     try:
-        texts = irmodule.inline_asm(read_bytes(path))
+        return irmodule.inline_asm(read_bytes(path))
     except (BadBitcode, OSError) as e:
-        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {e}")
-    found = asmreads.reads(texts)
-    return SideInputs(tuple(found.files), unknown=found.unknown)
+        return f"cannot read the inline assembly of {path}: {e}"
+
+
+def _text(path: str) -> str | None:
+    """An `.include`d file's text, as the backend's assembler finds it: relative to its working directory."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read()
+    except OSError:
+        return None

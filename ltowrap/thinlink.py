@@ -1,8 +1,11 @@
 """The thin-link: lld with --thinlto-index-only writes one index shard per module; we read them back.
 
 Its result is cached under a key of the link line and the contents of everything it reads
-(cachekey.thinlink_key),
-so a relink with nothing changed skips it and goes straight to the backend cache.
+(cachekey.thinlink_key), so a relink with nothing changed skips it and goes straight to
+the backend cache. What it reads is lld's own list (--trace: every input file it loads,
+those a linker script pulls in too; it writes no --dependency-file for an index-only
+link): a file there that the key did not cover (a linker script pulled it in where
+ltowrap did not look) leaves the result uncached, and the record says which.
 """
 
 from __future__ import annotations
@@ -30,18 +33,20 @@ class ThinLinkResult:
     full_lto_object: str | None  # code of regular-LTO modules, compiled by the thin-link
     full_lto_modules: frozenset[str]  # their module paths (they get no backend job)
     cached: bool
+    uncached: str = ""  # why a thin-link that ran was not stored
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        digest_of: Callable[[str], str], llvm_major: int, verify: bool = False) -> ThinLinkResult:
+        keyed: list[str], digest_of: Callable[[str], str], llvm_major: int, verify: bool = False) -> ThinLinkResult:
     """The cached thin-link, else this one run under a claim: an identical thin-link already
     running in another process is waited for (holding no slot) and its result taken.
-    `verify`: a hit is run again and compared (the fresh result is used, and replaces it)."""
+    `keyed`: the files besides the modules whose contents the key holds. `verify`: a hit is
+    run again and compared (the fresh result is used, and replaces it)."""
     if thin_key is None:
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
     if hit is not None and verify:
-        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
         _check(cache, hit, fresh)
         return fresh
     if hit is not None:
@@ -52,11 +57,11 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
             hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
             if hit is not None:
                 return hit
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-           digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
+           keyed: list[str], digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
@@ -67,12 +72,17 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         "--thinlto-emit-imports-files",
         f"--thinlto-prefix-replace={store_prefix};{idx}",
         f"--lto-obj-path={full_obj}",
+        "--trace",
     ]
     if llvm_major >= IMPORT_DECLARATION_SINCE:
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
         argv += ["-mllvm", "-import-declaration"]
-    proc.run(argv, reason=Reason.THINLINK_FAILED)
+    rc, out, err = proc.capture(argv)
+    if rc != 0:
+        from .errors import ToolFailed
+
+        raise ToolFailed(argv, rc, (out + err).decode("utf-8", "replace"), Reason.THINLINK_FAILED)
     by_path = plan.by_path()
     jobs: list[Job] = []
     full: set[str] = set()
@@ -102,10 +112,27 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         if m.path not in listed and os.path.exists(shard_file) and os.path.getsize(shard_file) == 0:
             full.add(m.path)
     has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
-    if thin_key is not None and not full:
+    unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
+    if thin_key is not None and not full and not unkeyed:
         cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
+    if thin_key is not None:
         cache.stats.add("thinlink_misses")
-    return ThinLinkResult(tuple(jobs), full_obj if has_full else None, frozenset(full), cached=False)
+    uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
+    return ThinLinkResult(tuple(jobs), full_obj if has_full else None, frozenset(full), cached=False,
+                          uncached=uncached)
+
+
+def _unkeyed(trace: str, keyed: list[str], store_prefix: str) -> list[str]:
+    """The files lld's --trace says the thin-link loaded (an archive member as its archive)
+    that are neither modules in the store nor keyed."""
+    known = {os.path.abspath(p) for p in keyed}
+    out = []
+    for line in trace.splitlines():
+        member = line.rfind("(")
+        path = os.path.abspath(line[:member] if line.endswith(")") and member > 0 else line)
+        if line and not path.startswith(store_prefix) and path not in known:
+            out.append(line)
+    return out
 
 
 def _check(cache: Cache, hit: ThinLinkResult, fresh: ThinLinkResult) -> None:

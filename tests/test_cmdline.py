@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ltowrap.cmdline import LinkCommand, LtoOptions, expand_response_files, find_library, parse
+from ltowrap import ldscript
+from ltowrap.cmdline import LinkCommand, LtoOptions, expand_response_files, parse
 from ltowrap.errors import Unsupported
 
 
@@ -234,7 +235,7 @@ def libdirs(tmp_path) -> tuple[str, str]:
     d2.mkdir()
     for p in (d1 / "libfoo.a", d2 / "libfoo.so", d2 / "libbar.so", d2 / "libbar.a", d2 / "libbaz.a"):
         p.write_bytes(b"")
-    (d2 / "libdir.so").mkdir()  # a directory is not a library
+    (d2 / "libdir.so").mkdir()  # lld takes any path that exists, and then fails to read it
     return str(d1), str(d2)
 
 
@@ -308,17 +309,28 @@ def test_bstatic_chooses_the_archive(libdirs, argv, expected):
 def test_missing_library_is_kept_verbatim_without_an_input(libdirs):
     _, d2 = libdirs
     cmd = parse([f"-L{d2}", "-lnothere", "-ldir"])
-    assert [(a.tokens, a.input) for a in cmd.args[1:]] == [(("-lnothere",), None), (("-ldir",), None)]
+    assert [(a.tokens, a.input) for a in cmd.args[1:]] == [(("-lnothere",), None), (("-ldir",), f"{d2}/libdir.so")]
+
+
+def test_the_paths_tried_before_a_library_are_recorded(libdirs):
+    d1, d2 = libdirs
+    cmd = parse([f"-L{d2}", f"-L{d1}", "-Bstatic", "-lfoo"])
+    assert cmd.args[-1].input == f"{d1}/libfoo.a" and cmd.args[-1].searched == (f"{d2}/libfoo.a",)
+    assert cmd.args[-1].static
 
 
 def test_find_library_directly(libdirs):
     d1, d2 = libdirs
-    assert find_library("foo", [d1, d2], static=False) == f"{d1}/libfoo.a"
-    assert find_library("foo", [d2, d1], static=False) == f"{d2}/libfoo.so"
-    assert find_library("foo", [d2, d1], static=True) == f"{d1}/libfoo.a"
-    assert find_library(":libbar.a", [d1, d2], static=False) == f"{d2}/libbar.a"
-    assert find_library("nothere", [d1, d2], static=False) is None
-    assert find_library("foo", [], static=False) is None
+
+    def find(spec: str, dirs: list[str], static: bool) -> str | None:
+        return ldscript.find_library(spec, search_dirs=dirs, static=static)[0]
+
+    assert find("foo", [d1, d2], static=False) == f"{d1}/libfoo.a"
+    assert find("foo", [d2, d1], static=False) == f"{d2}/libfoo.so"
+    assert find("foo", [d2, d1], static=True) == f"{d1}/libfoo.a"
+    assert find(":libbar.a", [d1, d2], static=False) == f"{d2}/libbar.a"
+    assert find("nothere", [d1, d2], static=False) is None
+    assert find("foo", [], static=False) is None
 
 
 def test_sysroot_prefixes_equals_search_dirs(libdirs):

@@ -130,7 +130,7 @@ def test_codegen_options_keep_codegen_and_drop_the_rest():
         ["-of.o"], ["a.c"], ["-"], ["-flto=thin"], ["-flto"], ["-fno-lto"], ["-flto-jobs=2"], ["-std=c99"],
         ["-std=gnu++20"], ["-fsanitize=address"], ["-fprofile-instr-generate"], ["-fcolor-diagnostics"],
         ["-fmacro-prefix-map=/a=/b"], ["-Xclang", "-foo"], ["-Wa,--noexecstack"], ["-fuse-ld=lld"],
-        ["-pthread"], ["-nostdinc"],
+        ["-pthread"], ["-nostdinc"], ["-gsplit-dwarf"], ["-gsplit-dwarf=single"],
     ],
     ids=lambda argv: " ".join(argv),
 )
@@ -141,7 +141,7 @@ def test_codegen_options_drop(dropped):
 @pytest.mark.parametrize(
     "kept",
     [
-        ["-O3"], ["-Os"], ["-Ofast"], ["-g"], ["-g0"], ["-gdwarf-4"], ["-gsplit-dwarf"], ["-march=znver3"],
+        ["-O3"], ["-Os"], ["-Ofast"], ["-g"], ["-g0"], ["-gdwarf-4"], ["-march=znver3"],
         ["-mtune=generic"], ["-mcpu=cortex-a53"], ["-mno-red-zone"], ["-mavx2"], ["-fPIC"], ["-fpie"],
         ["-fno-omit-frame-pointer"], ["-ffunction-sections"], ["-fdata-sections"], ["-falign-loops=1"],
         ["-fno-unroll-loops"], ["-fstack-protector-strong"], ["-mllvm", "-x=1"], ["-target", "x86_64-linux-gnu"],

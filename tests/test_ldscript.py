@@ -20,7 +20,7 @@ import pytest
 from conftest import toolchain
 from ltowrap import ldscript
 from ltowrap.ldscript import ScriptReads
-from ltowrap.linkmemo import read_depfile
+from ltowrap.depfile import read as read_depfile
 from needs import missing
 
 REQUIRED = (22, 14)
