@@ -234,6 +234,24 @@ def test_rebuild_hits_cache(lua_src: Path, tmp_path: Path) -> None:
     assert (lua_src / "src" / "lua").read_bytes() == first
 
 
+def test_verify_every_hit_of_a_rebuild_finds_no_mismatch(lua_src: Path, tmp_path: Path) -> None:
+    """make; make clean; make with verify = 1: both memo hits linked again, their thin-link
+    and backend hits done again, every one the same bytes (issue 24)."""
+    tc = wrapper_toolchain(tmp_path, 22)
+    make(lua_src, tc, tmp_path / "first.log")
+    first = (lua_src / "src" / "lua").read_bytes()
+    make(lua_src, tc, tmp_path / "second.log", "clean")
+    make(lua_src, replace(tc, env=tc.env | {"LTOWRAP_VERIFY": "1"}), tmp_path / "second.log")
+    run_lua(lua_src, tmp_path)
+    s = stats(tc)
+    records = links(tmp_path / "second.log")
+    checked = sum(b.get("verified") == "same" for r in records.values() for b in r["backends"])
+    assert {r["verified"] for r in records.values()} == {"same"}
+    assert checked == sum(len(r["backends"]) for r in records.values())  # every backend hit checked
+    assert s["verify_mismatches"] == 0 and s["verify_checks"] == checked + 2 + 2  # + the memo's and thin-link's
+    assert (lua_src / "src" / "lua").read_bytes() == first
+
+
 def test_one_file_edit_recompiles_only_what_depends_on_it(lua_src: Path, tmp_path: Path) -> None:
     """lstrlib.c edited (nothing imports from it): lua recompiles that one module, luac nothing.
 
