@@ -22,20 +22,41 @@ The fingerprint is a text that keeps every field and drops only the spelling:
 - a module it imports only declarations from (ltowrap's thin-link passes
   -import-declaration, so that a backend knows what a callee's summary says: v12 flags
   bit 10 on every summary of that module) goes in by its interface (module_interface),
-  not by its bytes. The backend still opens such a module (FunctionImporter loads every
-  module of its import list and IRMover links it with no global value), and what that
-  can change in the object is the module-level part: triple, data layout, symver
-  directives of its inline asm, module flags and named metadata, and the order of its
-  global variables (IRMover moves the destination's globals of the same names into it).
-  The interface keeps all module-level records, types, attributes, names and the
-  metadata reachable from named metadata and global attachments; it leaves out the
-  function bodies, the module's own summary and hash, and debug-info nodes, which reach
-  an object only from a function or global that is linked (an imported compile unit
-  loses its lists, IRLinker::prepareCompileUnitsForImport, and DwarfDebug emits no unit
-  without them). So a one-file edit no longer misses for modules that only call into
-  the edited one (redis networking.c: 10 of 50 backends; lld's in-process cache, which
-  has no declaration imports, never had them in its key). Where the interface reader
-  meets a record it does not know, the whole module but its bodies goes in;
+  not by its bytes. What the backend takes of the declarations is their summaries, which
+  are in the shard and keyed below. It still opens the module: FunctionImporter loads
+  every module of its import list, links its metadata and calls IRMover with no global
+  value to move (FunctionImport.cpp, importFunctions). IRLinker::run then changes the
+  importer only through the module-level part: the target triple (merged) and data
+  layout; the .symver lines of its inline asm for the importer's names; its named
+  metadata and module flags (linked); the importer's global variables of the names the
+  module's variables have (moved to the end of the list, in the module's order: a
+  declaration `extern int v;` in the module reorders the importer's .data, measured in
+  tests/test_shardkey.py); and, by name, the module's struct types (computeTypeMapping
+  takes every identified struct the reader created, function bodies' included, and gives
+  an opaque struct of the importer's the body of the first of that name; kept from the
+  code, though no object built here changed through it: with clang 22 an opaque struct
+  stayed opaque, even under llvm-link). The interface
+  is that part, written without ids (types as texts, values by name): the
+  IDENTIFICATION block, the VERSION, TRIPLE, DATALAYOUT, ASM, DEPLIB and SOURCE_FILENAME
+  records, the metadata kinds, operand bundle tags and sync scope names, the names of
+  the module's variables that are neither local nor appending, in order (a local's name
+  matches nothing: it stays local or is promoted to `name.llvm.<the module's hash>`, see
+  below), the element types of appending variables, intrinsics whose types hold a named
+  struct (their mapping can take a struct out of the by-name pass), every named struct
+  with its body in the reader's order, and the named metadata with what it reaches,
+  except debug-info nodes, which reach an object only from a function or global that is
+  linked (an imported compile unit loses its lists, IRLinker::prepareCompileUnitsForImport,
+  and DwarfDebug emits no unit without them). It leaves out the functions, aliases and
+  ifuncs, attributes, comdats, sections, other types and constants, the global values'
+  metadata attachments (copied only with a global value that is linked), the function
+  bodies, the symbol tables, the module's summary and hash: a new function nobody calls,
+  or a new body of one, changes no key but its own module's (Debian lua's lvm.c with a
+  function appended: 23 backends, as many as lld's cache adds; 26 with shardkey 2, which
+  kept every module-level record). A module whose recorded hash another module of the
+  shard shares goes in by its bytes: its promoted locals could then meet names of that
+  module's. Where the interface reader meets something it does not know (a record, a
+  block, a constant other than a number in the named metadata), the whole module but its
+  bodies goes in;
 - summaries are listed in (GUID, module rank) order, each with the type-test records that
   precede it; the reader keeps a GUID's summaries in file order, which is by module, so
   the rank puts them back in that order;
