@@ -755,6 +755,8 @@ def _module_interface(node: _Node, strtab: bytes | None) -> list[str]:
                 kept += _raw(item, 1)
             elif item.bid not in {BLOCKINFO, TYPE_BLOCK, CONSTANTS_BLOCK, METADATA_BLOCK} | DROPPED_BLOCKS:
                 raise _Unknown(f"block {item.bid} in MODULE_BLOCK")
+        elif item[0] == MODULE_CODE_VERSION and item[1:] != [2]:
+            raise _Unknown(f"module version {_ints(item[1:])}")  # 2: names in the string table
         elif item[0] in KEPT_MODULE_CODES:
             kept.append(f"  rec {_ints(item)}")
         elif item[0] in GLOBAL_VALUE_CODES:
