@@ -133,7 +133,8 @@ def main() -> int:
             print(f"{label(edit)}: lld cache {lld} new entries, ltowrap {ours} backend compiles", flush=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     a.out.mkdir(parents=True, exist_ok=True)
-    info = {"command": " ".join(["python", *sys.argv]), "ltowrap": git_head(), "project": f"{pkg.name} {pkg.version}", "date": stamp}
+    info = {"command": " ".join(["python", *sys.argv]), "ltowrap": git_head(), "project": f"{pkg.name} {pkg.version}",
+            "date": stamp}
     (a.out / f"{stamp}-precision.json").write_text(json.dumps(info | {"rows": rows}, indent=1) + "\n")
     md = ["| edited file | lld cache: new entries | ltowrap: backend compiles |", "| --- | ---: | ---: |"]
     md += [f"| `{r['file']}` | {r['lld_new_entries']} | {r['ltowrap_compiles']} |" for r in rows]

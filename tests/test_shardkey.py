@@ -207,7 +207,8 @@ def test_what_the_importer_takes_of_a_declared_module_changes_the_key(tc22, tmp_
 
     # A named struct of b.c (IRMover maps the module's named structs onto the importer's by
     # name, whether a function body or a global uses them): another body, another key.
-    struct = "struct S { int v[4]; };\nvoid sink(struct S *);\nint b(int x) { struct S s = {{x}}; sink(&s); return x; }\n"
+    struct = ("struct S { int v[4]; };\nvoid sink(struct S *);\n"
+              "int b(int x) { struct S s = {{x}}; sink(&s); return x; }\n")
     base_s = decl_texts(tc22, tmp_path / "s4", struct, *no_defs)[0]
     text = decl_texts(tc22, tmp_path / "s8", struct.replace("v[4]", "v[8]"), *no_defs)[0]
     assert [line.split()[:3] for line in changed_lines(base_s, text)] == [["module", "^1", "declarations"]] * 2
