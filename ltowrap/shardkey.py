@@ -395,7 +395,7 @@ STRTAB_BLOCK, SYMTAB_BLOCK, SYNC_SCOPE_NAMES = 23, 25, 26
 SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK, VALUE_SYMTAB, SUMMARY})  # not even read
 # Blocks that go in as they are: names the context registers, whatever the module.
 RAW_BLOCKS = frozenset({METADATA_KIND, OPERAND_BUNDLE_TAGS, SYNC_SCOPE_NAMES})
-# Blocks read for what the interface names, not kept: the attributes of functions and calls.
+# Blocks left out: the attributes of functions, calls and variables (none of them is linked).
 DROPPED_BLOCKS = frozenset({PARAMATTR_BLOCK, PARAMATTR_GROUP})
 # MODULE_BLOCK records.
 MODULE_CODE_VERSION, MODULE_CODE_TRIPLE, MODULE_CODE_DATALAYOUT, MODULE_CODE_ASM = 1, 2, 3, 4
@@ -403,7 +403,7 @@ MODULE_CODE_SECTIONNAME, MODULE_CODE_DEPLIB, MODULE_CODE_GLOBALVAR, MODULE_CODE_
 MODULE_CODE_GCNAME, MODULE_CODE_COMDAT, MODULE_CODE_VSTOFFSET, MODULE_CODE_ALIAS = 11, 12, 13, 14
 MODULE_CODE_SOURCE_FILENAME, MODULE_CODE_HASH, MODULE_CODE_IFUNC = 16, 17, 18
 # Kept as they are: what IRMover reads of the module (triple, data layout, the inline asm's
-# .symver lines) and what names it.
+# .symver lines), and the version, dependent libraries and source file name.
 KEPT_MODULE_CODES = frozenset({MODULE_CODE_VERSION, MODULE_CODE_TRIPLE, MODULE_CODE_DATALAYOUT, MODULE_CODE_ASM,
                                MODULE_CODE_DEPLIB, MODULE_CODE_SOURCE_FILENAME})
 # Dropped: tables that only the records of global values use (sections, GC names, comdats:
