@@ -39,9 +39,12 @@ pytestmark = pytest.mark.slow
 
 CFLAGS = ["-O2", "-flto=thin", "-DLUA_COMPAT_5_3", "-DLUA_USE_LINUX"]
 # One-file edits as a developer makes them (bench/precision.py's): the file keeps its name.
-SAME_NAME_EDITS = [("lvm.c", "#define MAXTAGLOOP\t2000", "#define MAXTAGLOOP\t2001"),
-                   ("lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101"),
-                   ("lstrlib.c", "#define MAXCCALLS\t200", "#define MAXCCALLS\t201")]
+# (label, file, a line as it is or None to append, the line after the edit or the appended text)
+SAME_NAME_EDITS = [("lvm", "lvm.c", "#define MAXTAGLOOP\t2000", "#define MAXTAGLOOP\t2001"),
+                   # Issue 24: a new function nobody calls.
+                   ("lvm-append", "lvm.c", None, "\nint fp_edit_lvm(int x) { return x * 12345 + 1; }\n"),
+                   ("lgc", "lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101"),
+                   ("lstrlib", "lstrlib.c", "#define MAXCCALLS\t200", "#define MAXCCALLS\t201")]
 RECORDER = """import json, os, shutil, subprocess, sys
 job = json.load(open(sys.argv[-1]))
 keep = os.environ["SHARDS_TO"]
@@ -69,7 +72,7 @@ class Job:
 @pytest.fixture(scope="module")
 def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """lua.o and every liblua.a member as ThinLTO bitcode, lstrlib.o edited (lstrlib-edit.o,
-    from a source of another name), and each SAME_NAME_EDITS file edited (edited/<name>.o)."""
+    from a source of another name), and each SAME_NAME_EDITS file edited (edited/<label>/<name>.o)."""
     tree = debsrc.lua_upstream_tree(tmp_path_factory.mktemp("shardkey-lua-src") / "lua5.4")
     clang = str(llvm_bin(22) / "clang")
     src = tree / "src"
@@ -80,12 +83,12 @@ def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (src / "lstrlib.c").read_text().replace("#define MAXCCALLS\t200", "#define MAXCCALLS\t201")
     (src / "lstrlib-edit.c").write_text(text)
     subprocess.run([clang, *CFLAGS, "-c", "lstrlib-edit.c", "-o", "lstrlib-edit.o"], cwd=src, check=True)
-    (src / "edited").mkdir()
-    for name, old, new in SAME_NAME_EDITS:
+    for label, name, old, new in SAME_NAME_EDITS:
         text = (src / name).read_text()
-        assert text.count(old) == 1, (name, old)
-        (src / "edited" / name).write_text(text.replace(old, new))
-        subprocess.run([clang, *CFLAGS, "-I..", "-c", name], cwd=src / "edited", check=True)
+        assert old is None or text.count(old) == 1, (name, old)
+        (src / "edited" / label).mkdir(parents=True)
+        (src / "edited" / label / name).write_text(text + new if old is None else text.replace(old, new))
+        subprocess.run([clang, *CFLAGS, "-I../..", "-c", name], cwd=src / "edited" / label, check=True)
     (src / "order").write_text("\n".join(names[1:]))
     return src
 
@@ -180,9 +183,9 @@ def _links(src: Path, tmp: Path) -> list[Job]:
     jobs += _index_link("edit", src, tmp / "edit", ["lua.o", *(f"obj/{m}" for m in members)])
     # 6b. Edits as a developer makes them (the source keeps its name): modules that import
     # only declarations from the edited one keep their keys.
-    for name, _, _ in SAME_NAME_EDITS:
-        link = f"edit-{name[:-2]}"
-        _place(src, tmp / link, {**files, f"obj/{name[:-2]}.o": f"edited/{name[:-2]}.o"})
+    for label, name, _, _ in SAME_NAME_EDITS:
+        link = f"edit-{label}"
+        _place(src, tmp / link, {**files, f"obj/{name[:-2]}.o": f"edited/{label}/{name[:-2]}.o"})
         jobs += _index_link(link, src, tmp / link, ["lua.o", *(f"obj/{m}" for m in members)])
     # 7. A link that means other compiles: fewer imports. Its keys must differ wherever its
     # objects do.
@@ -250,13 +253,17 @@ def test_same_key_same_object_over_many_lua_links(lua_objects: Path, tmp_path: P
     # lua's modules import definitions from most modules they import anything from: three
     # keys here (redis's networking.c edit has ten such backends).
     assert via_interface >= 3
-    edits = [f"edit-{name[:-2]}" for name, _, _ in SAME_NAME_EDITS]
+    edits = [f"edit-{label}" for label, _, _, _ in SAME_NAME_EDITS]
     keys = {link: {j.module: j.key for j in jobs if j.link == link}
             for link in ("files", "edit", "fewer-imports", *edits)}
     wholes = {link: {j.module: j.whole for j in jobs if j.link == link} for link in ("files", *edits)}
     assert keys["edit"]["obj/lstrlib.o"] != keys["files"]["obj/lstrlib.o"]
-    for (name, _, _), link in zip(SAME_NAME_EDITS, edits):
+    for (_, name, _, _), link in zip(SAME_NAME_EDITS, edits):
         assert keys[link][f"obj/{name[:-2]}.o"] != keys["files"][f"obj/{name[:-2]}.o"]
+    # Issue 24: ldo.o takes only declarations from lvm.o, and a new function in lvm.c nobody
+    # calls leaves its key (it changed with the whole module in the key, shardkey 2).
+    assert wholes["edit-lvm-append"]["obj/ldo.o"] != wholes["files"]["obj/ldo.o"]
+    assert keys["edit-lvm-append"]["obj/ldo.o"] == keys["files"]["obj/ldo.o"]
     changed = sum(keys[link][m] != k for link in edits for m, k in keys["files"].items())
     changed_whole = sum(wholes[link][m] != k for link in edits for m, k in wholes["files"].items())
     print(f"same-name edits: {changed} backends to compile ({changed_whole} with every module by its bytes)")

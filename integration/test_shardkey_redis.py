@@ -3,7 +3,8 @@
 redis-server's objects (with -g, as redis builds them) are thin-linked as ltowrap does
 (--thinlto-index-only, -import-declaration, archive members as files between --start-lib
 and --end-lib), once as built and once after each of bench/precision.py's one-file edits
-(networking.c, server.c, sds.c, bio.c). Every backend job gets ltowrap's key; a job of an edited
+(networking.c, server.c, sds.c, bio.c), and after a new function nobody calls is appended
+to networking.c (issue 24). Every backend job gets ltowrap's key; a job of an edited
 link whose key equals the base link's although some module its shard names has other
 bytes (a module it imports only declarations from, named by its interface) is compiled
 for real on both sides, and the two objects must be byte-identical.
@@ -25,10 +26,12 @@ from .test_shardkey_lua import _keys
 
 pytestmark = pytest.mark.slow
 
-EDITS = [("networking.c", "#define MAX_ACCEPTS_PER_CALL 1000", "#define MAX_ACCEPTS_PER_CALL 1001"),
-         ("server.c", "#define CLIENTS_CRON_MIN_ITERATIONS 5", "#define CLIENTS_CRON_MIN_ITERATIONS 6"),
-         ("sds.c", "#define SDS_LLSTR_SIZE 21", "#define SDS_LLSTR_SIZE 22"),
-         ("bio.c", "#define REDIS_THREAD_STACK_SIZE (1024*1024*4)", "#define REDIS_THREAD_STACK_SIZE (1024*1024*5)")]
+# (label, file, a line as it is or None to append, the line after the edit or the appended text)
+EDITS = [("networking", "networking.c", "#define MAX_ACCEPTS_PER_CALL 1000", "#define MAX_ACCEPTS_PER_CALL 1001"),
+         ("server", "server.c", "#define CLIENTS_CRON_MIN_ITERATIONS 5", "#define CLIENTS_CRON_MIN_ITERATIONS 6"),
+         ("sds", "sds.c", "#define SDS_LLSTR_SIZE 21", "#define SDS_LLSTR_SIZE 22"),
+         ("bio", "bio.c", "#define REDIS_THREAD_STACK_SIZE (1024*1024*4)", "#define REDIS_THREAD_STACK_SIZE (1024*1024*5)"),
+         ("networking-append", "networking.c", None, "\nint fp_edit_networking(int x) { return x * 12345 + 1; }\n")]
 ARCHIVES = ["../deps/hiredis/libhiredis.a", "../deps/lua/src/liblua.a", "../deps/hdr_histogram/libhdrhistogram.a"]
 
 
@@ -42,7 +45,7 @@ def _make(src: Path, *targets: str) -> None:
 @pytest.fixture(scope="module")
 def redis_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """redis-server's objects and its archives' members as bitcode (base/), and each edited
-    file's object (edited/<name>.o, compiled from the file under its own name)."""
+    file's object (edited/<label>/<name>.o, compiled from the file under its own name)."""
     tree = debsrc.fetch("redis").unpack(tmp_path_factory.mktemp("shardkey-redis") / "redis")
     src = tree / "src"
     _make(src, "redis-server")  # REDIS_LD=true: objects and archives, no link
@@ -58,14 +61,13 @@ def redis_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
         subprocess.run([str(llvm_bin(22) / "llvm-ar"), "x", str(src / lib)], cwd=where, check=True)
         members += sorted(str(p.relative_to(base)) for p in where.iterdir())
     (base / "inputs").write_text("\n".join([*objects, "--start-lib", *members, "--end-lib"]))
-    edited = tree / "edited"
-    edited.mkdir()
-    for name, old, new in EDITS:
+    for label, name, old, new in EDITS:
         text = (src / name).read_text()
-        assert text.count(old) == 1, (name, old)
-        (src / name).write_text(text.replace(old, new))
+        assert old is None or text.count(old) == 1, (name, old)
+        (src / name).write_text(text + new if old is None else text.replace(old, new))
         _make(src, name[:-2] + ".o")
-        shutil.move(src / (name[:-2] + ".o"), edited / (name[:-2] + ".o"))
+        (tree / "edited" / label).mkdir(parents=True)
+        shutil.move(src / (name[:-2] + ".o"), tree / "edited" / label / (name[:-2] + ".o"))
         (src / name).write_text(text)
     return tree
 
@@ -98,16 +100,16 @@ def test_redis_edits_share_keys_only_where_objects_are_the_same(redis_objects: P
     base = _link(redis_objects, "link-base", {})
     pairs = []
     report = []
-    for name, _, _ in EDITS:
+    for label, name, _, _ in EDITS:
         module = name[:-2] + ".o"
-        link = _link(redis_objects, f"link-{module}", {module: redis_objects / "edited" / module})
+        link = _link(redis_objects, f"link-{label}", {module: redis_objects / "edited" / label / module})
         assert link[module][0] != base[module][0]
         changed = sum(link[m][0] != base[m][0] for m in base)
         changed_whole = sum(link[m][1] != base[m][1] for m in base)
         # Same key, other bytes in some module the shard names: the rule under test.
         via_interface = [m for m in base if link[m][0] == base[m][0] and link[m][1] != base[m][1]]
         pairs += [(m, base[m][2], link[m][2]) for m in via_interface]
-        report.append(f"{name}: {changed} of {len(base)} backends to compile ({changed_whole} with every module "
+        report.append(f"{label}: {changed} of {len(base)} backends to compile ({changed_whole} with every module "
                       f"by its bytes), {len(via_interface)} same-key pairs across a changed module")
     out = redis_objects / "objs"
     out.mkdir()

@@ -22,20 +22,41 @@ The fingerprint is a text that keeps every field and drops only the spelling:
 - a module it imports only declarations from (ltowrap's thin-link passes
   -import-declaration, so that a backend knows what a callee's summary says: v12 flags
   bit 10 on every summary of that module) goes in by its interface (module_interface),
-  not by its bytes. The backend still opens such a module (FunctionImporter loads every
-  module of its import list and IRMover links it with no global value), and what that
-  can change in the object is the module-level part: triple, data layout, symver
-  directives of its inline asm, module flags and named metadata, and the order of its
-  global variables (IRMover moves the destination's globals of the same names into it).
-  The interface keeps all module-level records, types, attributes, names and the
-  metadata reachable from named metadata and global attachments; it leaves out the
-  function bodies, the module's own summary and hash, and debug-info nodes, which reach
-  an object only from a function or global that is linked (an imported compile unit
-  loses its lists, IRLinker::prepareCompileUnitsForImport, and DwarfDebug emits no unit
-  without them). So a one-file edit no longer misses for modules that only call into
-  the edited one (redis networking.c: 10 of 50 backends; lld's in-process cache, which
-  has no declaration imports, never had them in its key). Where the interface reader
-  meets a record it does not know, the whole module but its bodies goes in;
+  not by its bytes. What the backend takes of the declarations is their summaries, which
+  are in the shard and keyed below. It still opens the module: FunctionImporter loads
+  every module of its import list, links its metadata and calls IRMover with no global
+  value to move (FunctionImport.cpp, importFunctions). IRLinker::run then changes the
+  importer only through the module-level part: the target triple (merged) and data
+  layout; the .symver lines of its inline asm for the importer's names; its named
+  metadata and module flags (linked); the importer's global variables of the names the
+  module's variables have (moved to the end of the list, in the module's order: a
+  declaration `extern int v;` in the module reorders the importer's .data, measured in
+  tests/test_shardkey.py); and, by name, the module's struct types (computeTypeMapping
+  takes every identified struct the reader created, function bodies' included, and gives
+  an opaque struct of the importer's the body of the first of that name; kept from the
+  code, though no object built here changed through it: with clang 22 an opaque struct
+  stayed opaque, even under llvm-link). The interface
+  is that part, written without ids (types as texts, values by name): the
+  IDENTIFICATION block, the VERSION, TRIPLE, DATALAYOUT, ASM, DEPLIB and SOURCE_FILENAME
+  records, the metadata kinds, operand bundle tags and sync scope names, the names of
+  the module's variables that are neither local nor appending, in order (a local's name
+  matches nothing: it stays local or is promoted to `name.llvm.<the module's hash>`, see
+  below), the element types of appending variables, intrinsics whose types hold a named
+  struct (their mapping can take a struct out of the by-name pass), every named struct
+  with its body in the reader's order, and the named metadata with what it reaches,
+  except debug-info nodes, which reach an object only from a function or global that is
+  linked (an imported compile unit loses its lists, IRLinker::prepareCompileUnitsForImport,
+  and DwarfDebug emits no unit without them). It leaves out the functions, aliases and
+  ifuncs, attributes, comdats, sections, other types and constants, the global values'
+  metadata attachments (copied only with a global value that is linked), the function
+  bodies, the symbol tables, the module's summary and hash: a new function nobody calls,
+  or a new body of one, changes no key but its own module's (Debian lua's lvm.c with a
+  function appended: 23 backends, as many as lld's cache adds; 26 with shardkey 2, which
+  kept every module-level record). A module whose recorded hash another module of the
+  shard shares goes in by its bytes: its promoted locals could then meet names of that
+  module's. Where the interface reader meets something it does not know (a record, a
+  block, a constant other than a number in the named metadata), the whole module but its
+  bodies goes in;
 - summaries are listed in (GUID, module rank) order, each with the type-test records that
   precede it; the reader keeps a GUID's summaries in file order, which is by module, so
   the rank puts them back in that order;
@@ -73,7 +94,7 @@ from .bitcode import BLOCKINFO, MODULE_BLOCK, MODULE_STRTAB, BadBitcode
 SUMMARY = 20  # GLOBALVAL_SUMMARY_BLOCK
 MST_HASH = 2
 KNOWN_VERSIONS = (9, 12)
-FORMAT = "shardkey 2"
+FORMAT = "shardkey 3"
 
 # GLOBALVAL_SUMMARY record codes (llvm/Bitcode/LLVMBitCodes.h).
 FS_COMBINED, FS_COMBINED_PROFILE, FS_COMBINED_GLOBALVAR_INIT_REFS = 4, 5, 6
@@ -141,9 +162,14 @@ class _Modules:
         or there is no interface_of) by its bytes and recorded hash; any other by its interface
         (module_interface)."""
         lines = []
+        hashes = [h for _, h in self.entries]
         for r, (path, h) in enumerate(self.entries):
             name = path.decode("utf-8", "surrogateescape")
-            if full is None or interface_of is None or r in full or r == self.self_rank:
+            # A module's exported locals become `name.llvm.<its hash>` in the backend: with the
+            # hash of another module of the shard they could meet that module's names, which the
+            # interface (names of locals left out) does not cover.
+            shared_hash = hashes.count(h) > 1
+            if full is None or interface_of is None or r in full or r == self.self_rank or shared_hash:
                 lines.append(f"module ^{r} {digest_of(name)} hash {_ints(h)}")
             else:
                 lines.append(f"module ^{r} declarations {interface_of(name)}")
@@ -363,13 +389,39 @@ def _module_block(node: _Node, digest_of: Callable[[str], str], self_path: str |
 
 
 # What a backend reads of a module it imports only declarations from (module_interface).
-CONSTANTS_BLOCK, FUNCTION_BLOCK, VALUE_SYMTAB, METADATA_BLOCK = 11, 12, 14, 15
-SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK, VALUE_SYMTAB, SUMMARY})
-# In MODULE_BLOCK: where the function-body offsets are, and the hash of the whole module.
-MODULE_CODE_VSTOFFSET, MODULE_CODE_HASH = 13, 17
-# Module records that define a global value (value ids count them, in order): GLOBALVAR,
-# FUNCTION, ALIAS_OLD, ALIAS, IFUNC.
-GLOBAL_VALUE_CODES = frozenset({7, 8, 9, 14, 18})
+IDENTIFICATION, CONSTANTS_BLOCK, FUNCTION_BLOCK, VALUE_SYMTAB, METADATA_BLOCK = 13, 11, 12, 14, 15
+PARAMATTR_BLOCK, PARAMATTR_GROUP, TYPE_BLOCK, OPERAND_BUNDLE_TAGS, METADATA_KIND = 9, 10, 17, 21, 22
+STRTAB_BLOCK, SYMTAB_BLOCK, SYNC_SCOPE_NAMES = 23, 25, 26
+SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK, VALUE_SYMTAB, SUMMARY})  # not even read
+# Blocks that go in as they are: names the context registers, whatever the module.
+RAW_BLOCKS = frozenset({METADATA_KIND, OPERAND_BUNDLE_TAGS, SYNC_SCOPE_NAMES})
+# Blocks left out: the attributes of functions, calls and variables (none of them is linked).
+DROPPED_BLOCKS = frozenset({PARAMATTR_BLOCK, PARAMATTR_GROUP})
+# MODULE_BLOCK records.
+MODULE_CODE_VERSION, MODULE_CODE_TRIPLE, MODULE_CODE_DATALAYOUT, MODULE_CODE_ASM = 1, 2, 3, 4
+MODULE_CODE_SECTIONNAME, MODULE_CODE_DEPLIB, MODULE_CODE_GLOBALVAR, MODULE_CODE_FUNCTION = 5, 6, 7, 8
+MODULE_CODE_GCNAME, MODULE_CODE_COMDAT, MODULE_CODE_VSTOFFSET, MODULE_CODE_ALIAS = 11, 12, 13, 14
+MODULE_CODE_SOURCE_FILENAME, MODULE_CODE_HASH, MODULE_CODE_IFUNC = 16, 17, 18
+# Kept as they are: what IRMover reads of the module (triple, data layout, the inline asm's
+# .symver lines), and the version, dependent libraries and source file name.
+KEPT_MODULE_CODES = frozenset({MODULE_CODE_VERSION, MODULE_CODE_TRIPLE, MODULE_CODE_DATALAYOUT, MODULE_CODE_ASM,
+                               MODULE_CODE_DEPLIB, MODULE_CODE_SOURCE_FILENAME})
+# Dropped: tables that only the records of global values use (sections, GC names, comdats:
+# a comdat reaches the importer only with a global value it links), where the value symbol
+# table is, the module hash.
+DROPPED_MODULE_CODES = frozenset({MODULE_CODE_SECTIONNAME, MODULE_CODE_GCNAME, MODULE_CODE_COMDAT,
+                                  MODULE_CODE_VSTOFFSET, MODULE_CODE_HASH})
+# Global values (each defines the next value id): variables, functions, aliases, ifuncs.
+GLOBAL_VALUE_CODES = frozenset({MODULE_CODE_GLOBALVAR, MODULE_CODE_FUNCTION, MODULE_CODE_ALIAS, MODULE_CODE_IFUNC})
+# Encoded linkages (BitcodeWriter getEncodedLinkage, and the older ones the reader still
+# takes): local (internal, private, linker_private, linker_private_weak) and appending.
+LOCAL_LINKAGES, APPENDING_LINKAGE, KNOWN_LINKAGES = frozenset({3, 9, 13, 14}), 2, range(20)
+# TYPE_BLOCK_ID_NEW records.
+TYPE_NUMENTRY, TYPE_OPAQUE, TYPE_INTEGER, TYPE_ARRAY, TYPE_VECTOR = 1, 6, 7, 11, 12
+TYPE_STRUCT_ANON, TYPE_STRUCT_NAME, TYPE_STRUCT_NAMED, TYPE_FUNCTION, TYPE_OPAQUE_POINTER, TYPE_TARGET = (
+    18, 19, 20, 21, 25, 26)
+PRIMITIVE_TYPES = {2: "void", 3: "float", 4: "double", 5: "label", 10: "half", 13: "x86_fp80", 14: "fp128",
+                   15: "ppc_fp128", 16: "metadata", 17: "x86_mmx", 22: "token", 23: "bfloat", 24: "x86_amx"}
 CST_SETTYPE = 1
 # Constants that name no other value: NULL, UNDEF, INTEGER, WIDE_INTEGER, FLOAT, POISON.
 SIMPLE_CONSTANTS = frozenset({2, 3, 4, 5, 6, 26})
@@ -389,9 +441,13 @@ class _ModuleTree(_Tree):
 
     def enter(self, block: bitcode._Block) -> bool:
         if block.bid in SKIPPED_BLOCKS:
-            (self.open[-1] if self.open else self.root).items.append([-1, block.bid])  # "a skipped block"
             return False
         return super().enter(block)
+
+
+def _name(name: bytes) -> str:
+    """A symbol or type name on one line, one text per name."""
+    return repr(name)[2:-1]
 
 
 def _strings(r: list[int]) -> list[bytes]:
@@ -408,21 +464,201 @@ def _strings(r: list[int]) -> list[bytes]:
     return out
 
 
-def _metadata(node: _Node, values: list[tuple[str, list[int] | None]]) -> tuple[list[str], bool]:
-    """The module-level metadata a declarations-only import can link, and whether it names a
-    constant that is not simple (then every module constant goes in).
+class _Types:
+    """TYPE_BLOCK_ID_NEW: each type as a text that names no type id, and the module's
+    identified struct types in the order the bitcode reader creates them."""
+
+    def __init__(self, node: _Node | None) -> None:
+        self.records: list[list[int]] = []  # per type id: [code, fields...]
+        self.names: dict[int, bytes] = {}  # identified struct (or target type) id -> its name
+        self.created: list[int] = []  # identified structs, in BitcodeReader::getIdentifiedStructTypes order
+        self._text: dict[int, str] = {}
+        if node is None:
+            return
+        pending: bytes | None = None
+        for item in node.items:
+            if isinstance(item, _Node):
+                raise _Unknown(f"block {item.bid} in TYPE")
+            code = item[0]
+            if code == TYPE_NUMENTRY:
+                continue
+            if code == TYPE_STRUCT_NAME:
+                pending = bytes(item[1:])
+                continue
+            if code != TYPE_STRUCT_ANON and code not in PRIMITIVE_TYPES and code not in (
+                    TYPE_OPAQUE, TYPE_INTEGER, TYPE_ARRAY, TYPE_VECTOR, TYPE_STRUCT_NAMED, TYPE_FUNCTION,
+                    TYPE_OPAQUE_POINTER, TYPE_TARGET):
+                raise _Unknown(f"type record {code}")  # typed pointers (8, LLVM < 17) among them
+            tid = len(self.records)
+            self.records.append(item)
+            if pending is not None:
+                if code not in (TYPE_OPAQUE, TYPE_STRUCT_NAMED, TYPE_TARGET):
+                    raise _Unknown("a type name before an unnamed type")
+                self.names[tid] = pending
+                pending = None
+            # BitcodeReader creates an identified struct at its own record (before asking for
+            # its elements), and a placeholder struct for a forward reference, in the order it
+            # asks for the types a record names (a function's parameters before its return).
+            if code in (TYPE_OPAQUE, TYPE_STRUCT_NAMED) and tid not in self.created:
+                self.created.append(tid)
+            for sub in self._reads(tid):
+                if sub > tid and sub not in self.created:
+                    self.created.append(sub)
+        if pending is not None:
+            raise _Unknown("a type name at the end of TYPE")
+        for tid in self.created:
+            if tid >= len(self.records) or self.records[tid][0] not in (TYPE_OPAQUE, TYPE_STRUCT_NAMED):
+                raise _Unknown("a forward type reference to what is not a struct")
+
+    def _reads(self, tid: int) -> list[int]:
+        """The type ids a record names, in the order BitcodeReader asks for them."""
+        r = self.records[tid]
+        code = r[0]
+        if code in (TYPE_ARRAY, TYPE_VECTOR):
+            return [r[2]] if len(r) >= 3 else []
+        if code in (TYPE_STRUCT_ANON, TYPE_STRUCT_NAMED):
+            return r[2:]
+        if code == TYPE_FUNCTION:
+            return [*r[3:], *r[2:3]]  # parameters, then the return type
+        if code == TYPE_TARGET:
+            return r[2 : 2 + r[1]] if len(r) >= 2 else []
+        return []
+
+    def text(self, tid: int, depth: int = 0) -> str:
+        """The type as a text: a named struct by its name, any other type by its structure."""
+        if tid in self._text:
+            return self._text[tid]
+        if tid >= len(self.records) or depth > 100:
+            raise _Unknown(f"type id {tid}")
+        r = self.records[tid]
+        code, f = r[0], r[1:]
+        sub = lambda t: self.text(t, depth + 1)  # noqa: E731
+        if code in PRIMITIVE_TYPES:
+            out = PRIMITIVE_TYPES[code]
+        elif code == TYPE_INTEGER and len(f) == 1:
+            out = f"i{f[0]}"
+        elif code == TYPE_OPAQUE_POINTER and len(f) == 1:
+            out = f"ptr{f[0]}"
+        elif code == TYPE_ARRAY and len(f) == 2:
+            out = f"[{f[0]} x {sub(f[1])}]"
+        elif code == TYPE_VECTOR and len(f) in (2, 3):
+            out = f"<{'vscale ' if len(f) == 3 and f[2] else ''}{f[0]} x {sub(f[1])}>"
+        elif code == TYPE_FUNCTION and len(f) >= 2:
+            out = f"fn{'...' if f[0] else ''} {sub(f[1])} ({', '.join(map(sub, f[2:]))})"
+        elif code == TYPE_STRUCT_ANON and f:
+            out = "{" + ("packed " if f[0] else "") + ", ".join(map(sub, f[1:])) + "}"
+        elif code in (TYPE_STRUCT_NAMED, TYPE_OPAQUE) and tid in self.names:
+            out = "%" + _name(self.names[tid])
+        elif code in (TYPE_STRUCT_NAMED, TYPE_OPAQUE):
+            out = "%anonymous " + self.body(tid, depth + 1)  # an unnamed identified struct
+        elif code == TYPE_TARGET and f and tid in self.names:
+            out = f"target {_name(self.names[tid])} ({', '.join(map(sub, f[1 : 1 + f[0]]))}) {_ints(f[1 + f[0]:])}"
+        else:
+            raise _Unknown(f"type record {_ints(r)}")
+        self._text[tid] = out
+        return out
+
+    def body(self, tid: int, depth: int = 0) -> str:
+        r = self.records[tid]
+        if r[0] == TYPE_OPAQUE:
+            return "opaque"
+        if len(r) < 2:
+            raise _Unknown("struct record layout")
+        return "{" + ("packed " if r[1] else "") + ", ".join(self.text(t, depth + 1) for t in r[2:]) + "}"
+
+    def reaches_named(self, tid: int, depth: int = 0) -> bool:
+        """Whether a named struct is part of the type."""
+        if depth > 100 or tid >= len(self.records):
+            raise _Unknown(f"type id {tid}")
+        return tid in self.names or any(self.reaches_named(t, depth + 1) for t in self._reads(tid))
+
+
+@dataclass
+class _Global:
+    code: int
+    name: bytes
+    linkage: int
+    record: list[int]
+
+    @property
+    def local(self) -> bool:
+        return self.linkage in LOCAL_LINKAGES
+
+    def text(self) -> str:
+        kind = "local" if self.local else "appending" if self.linkage == APPENDING_LINKAGE else "global"
+        return f"@{kind} {_name(self.name)}"
+
+
+def _globals(records: list[list[int]], strtab: bytes | None) -> list[_Global]:
+    """The module's global values, in value id order (their records come in that order)."""
+    out = []
+    for r in records:
+        code = r[0]
+        if code == MODULE_CODE_FUNCTION and len(r) < 18 or code != MODULE_CODE_FUNCTION and len(r) < 7:
+            raise _Unknown(f"short global value record {code}")
+        offset, size, linkage = r[1], r[2], r[6]
+        if code == MODULE_CODE_GLOBALVAR and not r[4] & 2:
+            raise _Unknown("a global variable without its value type")  # before LLVM 3.9
+        if linkage not in KNOWN_LINKAGES:
+            raise _Unknown(f"linkage {linkage}")
+        if size and (strtab is None or offset + size > len(strtab)):
+            raise _Unknown("a name past the string table")
+        out.append(_Global(code, strtab[offset : offset + size] if size and strtab else b"", linkage, r))
+    return out
+
+
+class _Values:
+    """Module-level value ids: the global values, then the constants of the module's CONSTANTS blocks."""
+
+    def __init__(self, globals_: list[_Global], constants: list[_Node], types: _Types) -> None:
+        self.globals = globals_
+        self.types = types
+        self.constants: list[tuple[int | None, list[int]]] = []  # (type id, record)
+        for c in constants:
+            ty = None
+            for r in c.items:
+                if isinstance(r, _Node):
+                    raise _Unknown("block in CONSTANTS")
+                if r[0] == CST_SETTYPE:
+                    ty = r[1] if len(r) > 1 else None
+                else:
+                    self.constants.append((ty, r))
+
+    def __len__(self) -> int:
+        return len(self.globals) + len(self.constants)
+
+    def text(self, vid: int) -> str:
+        """A value named in metadata: a global value by its name (IRMover maps it to the importer's
+        global of that name, or to null), a constant that names no other value by its type
+        and fields. Anything else is not taken apart: the whole module goes in."""
+        if vid < len(self.globals):
+            g = self.globals[vid]
+            if g.linkage == APPENDING_LINKAGE:
+                raise _Unknown("metadata names an appending variable")  # IRMover would link it
+            return g.text()
+        if vid >= len(self):
+            raise _Unknown(f"value id {vid}")
+        ty, r = self.constants[vid - len(self.globals)]
+        if ty is None or r[0] not in SIMPLE_CONSTANTS:
+            raise _Unknown(f"metadata names constant {_ints(r[:1])}")
+        return f"{self.types.text(ty)} const {_ints(r)}"
+
+
+def _metadata(node: _Node, values: _Values) -> list[str]:
+    """The module-level metadata a declarations-only import can link.
 
     IRMover links a source module's named metadata and module flags even when it moves no
     global value (FunctionImporter calls it for every module in the import list): the named
-    nodes and global attachments go in, with every node they reach, operands resolved
-    (strings by their bytes, values by their constants, nodes by id). Debug-info nodes stop
-    the walk: the imported compile unit loses its enums, retained types, globals, imported
-    entities and macros (IRLinker::prepareCompileUnitsForImport), DwarfDebug emits no unit
-    that has none of them and no function, and other debug nodes reach an object only from
-    a function or global that is linked, and none is.
+    nodes go in, with every node they reach, operands resolved (strings by their bytes,
+    values by _Values.text, nodes by id). Debug-info nodes stop the walk: the imported
+    compile unit loses its enums, retained types, globals, imported entities and macros
+    (IRLinker::prepareCompileUnitsForImport), DwarfDebug emits no unit that has none of
+    them and no function, and other debug nodes reach an object only from a function or
+    global that is linked, and none is. Attachments of global values are not linked either
+    (IRLinker copies them with the global value), so they are left out.
     """
     ids: list[str] = []  # metadata id -> "s<hex>" (a string), "#<id>" (a node) or "debug"
-    nodes: dict[int, tuple[str, list[int], list[int] | None]] = {}  # id -> (text, ids it names, its constant)
+    nodes: dict[int, tuple[str, list[int]]] = {}  # id -> (text, ids it names)
     roots: list[tuple[str, list[int]]] = []
     name: str | None = None
     for item in node.items:
@@ -436,12 +672,12 @@ def _metadata(node: _Node, values: list[tuple[str, list[int] | None]]) -> tuple[
         elif code in MD_DEBUG:
             ids.append("debug")
         elif code == MD_VALUE:
-            if len(item) != 3 or item[2] >= len(values):
+            if len(item) != 3:
                 raise _Unknown("metadata value")
-            nodes[len(ids)] = (f"value {item[1]} {values[item[2]][0]}", [], values[item[2]][1])
+            nodes[len(ids)] = (f"value {item[1]} {item[2]}", [])  # resolved below, if reached
             ids.append(f"#{len(ids)}")
         elif code in (MD_NODE, MD_DISTINCT_NODE):
-            nodes[len(ids)] = (f"node{code}", [v - 1 for v in item[1:]], None)  # 0: null
+            nodes[len(ids)] = (f"node{code}", [v - 1 for v in item[1:]])  # 0: null
             ids.append(f"#{len(ids)}")
         elif code == MD_NAME:
             name = bytes(item[1:]).hex()
@@ -450,13 +686,10 @@ def _metadata(node: _Node, values: list[tuple[str, list[int] | None]]) -> tuple[
                 raise _Unknown("named node without a name")
             roots.append((f"named {name}", list(item[1:])))
             name = None
-        elif code == MD_GLOBAL_DECL_ATTACHMENT:
-            if len(item) < 2 or len(item) % 2 or item[1] >= len(values):
-                raise _Unknown("global attachment layout")
-            roots.append((f"attach {values[item[1]][0]} kinds {_ints(item[2::2])}", item[3::2]))
         elif code == MD_KIND:
             roots.append(("kind " + _ints(item[1:]), []))
-        # INDEX_OFFSET and INDEX: where the records are, not what they say.
+        # GLOBAL_DECL_ATTACHMENT: not linked (above). INDEX_OFFSET and INDEX: where the
+        # records are, not what they say.
 
     def named(targets: list[int]) -> str:
         if any(t >= len(ids) for t in targets):
@@ -472,69 +705,115 @@ def _metadata(node: _Node, values: list[tuple[str, list[int] | None]]) -> tuple[
             continue
         seen.add(t)
         todo += nodes[t][1]
-    all_constants = False
     for t in sorted(seen):
-        text, targets, cst = nodes[t]
+        text, targets = nodes[t]
+        if text.startswith("value "):
+            _, ty, vid = text.split()
+            text = f"value {values.types.text(int(ty))} {values.text(int(vid))}"
         lines.append(f"#{t} {text} {named(targets)}")
-        all_constants |= cst is not None and cst[0] not in SIMPLE_CONSTANTS
-    return lines, all_constants
+    return lines
 
 
 def _interface(tree: _Node) -> list[str]:
-    lines, modules = _top_level(tree, _module_interface)
+    strtabs = [top for top in tree.items if isinstance(top, _Node) and top.bid == STRTAB_BLOCK]
+    if len(strtabs) > 1:
+        raise _Unknown("two string tables")
+    strtab = None
+    if strtabs:
+        blobs = [r for r in strtabs[0].items if not isinstance(r, _Node) and r[0] == 1]
+        if len(blobs) != 1:
+            raise _Unknown("string table layout")
+        strtab = bytes(blobs[0][1:])
+    out: list[str] = [f"interface {FORMAT}"]
+    modules = 0
+    for top in tree.items:
+        if not isinstance(top, _Node):
+            out.append("rec " + _ints(top))
+        elif top.bid == MODULE_BLOCK:
+            modules += 1
+            out += _module_interface(top, strtab)
+        elif top.bid not in (BLOCKINFO, STRTAB_BLOCK, SYMTAB_BLOCK):
+            out += _raw(top)  # IDENTIFICATION: the producer
+        # SYMTAB: the linker's symbol table, made from the module's global values.
     if modules != 1:
         raise _Unknown(f"{modules} modules")
-    return [f"interface {FORMAT}", *lines]
+    return out
 
 
-def _module_interface(node: _Node) -> list[str]:
-    values: list[tuple[str, list[int] | None]] = []  # value id -> (text, its constant record)
-    out = [f"block {MODULE_BLOCK}"]
-    constants: list[_Node] = []
-    metadata: list[_Node] = []
+def _module_interface(node: _Node, strtab: bytes | None) -> list[str]:
+    """The module's part of module_interface (see there)."""
+    kept: list[str] = []
+    global_records: list[list[int]] = []
+    type_nodes = [i for i in node.items if isinstance(i, _Node) and i.bid == TYPE_BLOCK]
+    constants = [i for i in node.items if isinstance(i, _Node) and i.bid == CONSTANTS_BLOCK]
+    metadata = [i for i in node.items if isinstance(i, _Node) and i.bid == METADATA_BLOCK]
+    if len(type_nodes) > 1 or len(metadata) > 1:
+        raise _Unknown("two type tables or metadata blocks")
     for item in node.items:
         if isinstance(item, _Node):
-            if item.bid == CONSTANTS_BLOCK:
-                constants.append(item)
-                ty = None
-                for r in item.items:
-                    if isinstance(r, _Node):
-                        raise _Unknown("block in CONSTANTS")
-                    if r[0] == CST_SETTYPE:
-                        ty = r[1] if len(r) > 1 else None
-                    else:
-                        values.append((f"type {ty} const {_ints(r)}", r))
-            elif item.bid == METADATA_BLOCK:
-                metadata.append(item)
-            elif item.bid != BLOCKINFO:
-                out += _raw(item, 1)
-        elif item[0] == -1:
-            out.append(f"  skipped {item[1]}")
-        elif item[0] in (MODULE_CODE_VSTOFFSET, MODULE_CODE_HASH):
-            continue
-        else:
-            if item[0] in GLOBAL_VALUE_CODES:
-                values.append((f"global {len(values)}", None))
-            out.append(f"  rec {_ints(item)}")
-    all_constants = False
+            if item.bid in RAW_BLOCKS:
+                kept += _raw(item, 1)
+            elif item.bid not in {BLOCKINFO, TYPE_BLOCK, CONSTANTS_BLOCK, METADATA_BLOCK} | DROPPED_BLOCKS:
+                raise _Unknown(f"block {item.bid} in MODULE_BLOCK")
+        elif item[0] == MODULE_CODE_VERSION and item[1:] != [2]:
+            raise _Unknown(f"module version {_ints(item[1:])}")  # 2: names in the string table
+        elif item[0] in KEPT_MODULE_CODES:
+            kept.append(f"  rec {_ints(item)}")
+        elif item[0] in GLOBAL_VALUE_CODES:
+            global_records.append(item)
+        elif item[0] not in DROPPED_MODULE_CODES:
+            raise _Unknown(f"module record {item[0]}")
+    types = _Types(type_nodes[0] if type_nodes else None)
+    globals_ = _globals(global_records, strtab)
+    values = _Values(globals_, constants, types)
+    out = [f"block {MODULE_BLOCK}", *kept]
+    # IRMover's last step moves the importer's global variable of each name the module's
+    # variables have (not appending, not local: a local keeps no name it could match, and
+    # a promoted one has the module's hash in it) to the end of its list, in this order.
+    out += ["  variables", *(f"    {_name(g.name)}" for g in globals_ if g.code == MODULE_CODE_GLOBALVAR
+                             and g.name and not g.local and g.linkage != APPENDING_LINKAGE)]
+    # Appending variables of the same name unify their element types (computeTypeMapping).
+    for g in globals_:
+        if g.code == MODULE_CODE_GLOBALVAR and g.linkage == APPENDING_LINKAGE:
+            value_type = types.records[g.record[3]] if g.record[3] < len(types.records) else None
+            if value_type is None or value_type[0] != TYPE_ARRAY or len(value_type) != 3:
+                raise _Unknown("an appending variable that is not an array")
+            out.append(f"  appending {_name(g.name)} of {types.text(value_type[2])}")
+    # An intrinsic of the importer with the name of one of the module's functions: its type
+    # is mapped (getLinkedToGlobal), which can take a named struct out of the by-name pass.
+    for g in globals_:
+        if g.code == MODULE_CODE_FUNCTION and g.name.startswith(b"llvm.") and types.reaches_named(g.record[3]):
+            out.append(f"  intrinsic {_name(g.name)} {types.text(g.record[3])}")
+    # computeTypeMapping maps, by name, every identified struct the reader created (the
+    # materializer's list, function bodies' types included, not only what a TypeFinder
+    # reaches), in that order; an opaque struct of the importer's takes the body of the first.
+    out += ["  structs", *(f"    %{_name(types.names[t])} {types.body(t)}" for t in types.created
+                           if t in types.names)]
     for m in metadata:
-        lines, more = _metadata(m, values)
-        out += ["  metadata", *("    " + line for line in lines)]
-        all_constants |= more
-    if all_constants:
-        for c in constants:
-            out += _raw(c, 1)
+        out += ["  metadata", *("    " + line for line in _metadata(m, values))]
     out.append(f"end {MODULE_BLOCK}")
     return out
 
 
 def module_interface(module: bytes) -> str:
-    """What a backend that imports only declarations from this module can take of it: the
-    module-level records (triple, data layout, inline asm, the global values and their order,
-    which the import's IRMover gives the destination's globals), types, attributes, names,
-    and the metadata it links (_metadata); not the function bodies, their offsets, the
-    module's own summary or hash. What this reader does not know puts the whole module
-    (bodies aside) in. BadBitcode if unreadable."""
+    """What a backend that imports only declarations from this module can take of it.
+
+    FunctionImporter loads the module, links its metadata and calls IRMover with no global
+    value to move (FunctionImport.cpp, IRMover.cpp). What that can change in the importer:
+    the target triple (merged), the data layout, the inline asm's .symver lines for the
+    importer's names, the named metadata and module flags, the place of the importer's
+    global variables of the names the module's variables have, and the body of an opaque
+    struct of the importer's taken from the module's struct of that name. So the interface
+    keeps: the IDENTIFICATION block; the module records VERSION, TRIPLE, DATALAYOUT, ASM,
+    DEPLIB and SOURCE_FILENAME; the metadata kinds, operand bundle tags and sync scope
+    names; the names of the global variables, in order; the element types of appending
+    variables; intrinsics whose types hold a named struct; every named struct with its
+    body (types as texts, never by id); the named metadata and what it reaches (_metadata).
+    It leaves out the functions, aliases and ifuncs, the attributes, comdats, sections,
+    every other type, every other constant, the function bodies, the value symbol table,
+    the linker's symbol table, the module's summary and hash: a new function nobody calls
+    changes none of it. What this reader does not know puts the whole module (bodies
+    aside) in. BadBitcode if unreadable."""
     tree = _ModuleTree()
     bitcode._read_stream(bitcode._stream(module), tree)
     try:

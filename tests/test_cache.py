@@ -105,6 +105,12 @@ def test_one_edit_misses_only_what_changed(project, tmp_path, tc22):
     rec = prog_link(tmp_path)
     compiled = {b["module"].split("(")[-1].rstrip(")") for b in rec["backends"] if not b["cached"]}
     assert compiled == {"leaf.o"}, rec["backends"]
+    # A new function nobody calls, appended to it: the same (issue 24).
+    write(project / "leaf.c", (project / "leaf.c").read_text() + "int fp_new(int x) { return x * 12345 + 1; }\n")
+    build(project, tc22)
+    rec = prog_link(tmp_path)
+    compiled = {b["module"].split("(")[-1].rstrip(")") for b in rec["backends"] if not b["cached"]}
+    assert compiled == {"leaf.o"}, rec["backends"]
     # A change to a module others import from misses for it and for its importers, not for all.
     write(project / "m4.c", (project / "m4.c").read_text().replace("* 6", "* 7"))
     build(project, tc22)

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import links, run, wrapper, write
 
+from ltowrap import shardkey
+
 SLOW_C = "int sum_to(int n) { int s = 0; for (int i = 0; i < n; i++) s += i; return s; }\n"
 HASH_C = "unsigned hash16(const unsigned char *s) { unsigned x = 5381; for (int i = 0; i < 16; i++) x = x * 33 + s[i]; return x; }\n"
 MAIN_C = """#include <stdio.h>
@@ -62,7 +64,7 @@ def test_per_module_options_survive_the_link(project, tmp_path, tc22):
     assert argv_line.index("-O2") < argv_line.index("-O3")  # the module's -O3 comes after the link's -O2
     # The shard's canonical text, as it went into the key: module digests, GUIDs, no paths.
     hash_dump = dumps[dumps.index("-fno-unroll-loops"):]
-    assert "shard text (shardkey.py):\nshardkey 2\n" in hash_dump and "\nsummaries v12\n" in hash_dump
+    assert f"shard text (shardkey.py):\n{shardkey.FORMAT}\n" in hash_dump and "\nsummaries v12\n" in hash_dump
     assert "\nself ^" in hash_dump and str(tmp_path) not in hash_dump.split("shard text")[1].split("== ")[0]
     assert has_backward_jump(function_lines(project / "prog", objdump, "hash16"))
     assert links(tmp_path)[0]["decision"] == "distributed"

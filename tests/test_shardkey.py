@@ -120,22 +120,104 @@ DECL = {
 }
 
 
-def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, ...] = ()) -> tuple[str, str, bytes]:
+def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, ...] = (),
+               a_source: str = DECL["a.c"], shared: bool = False) -> tuple[str, str, bytes]:
     """a's shard text with and without module interfaces, and a's object, with b.c as given;
-    the thin-link imports declarations too (as ltowrap's does)."""
-    write(where / "a.c", DECL["a.c"])
+    the thin-link imports declarations too (as ltowrap's does, LLVM >= 19). `shared`: a
+    -shared link of -fPIC objects, which keeps every global of a exported."""
+    write(where / "a.c", a_source)
     write(where / "b.c", b_source)
+    pic = ("-fPIC",) if shared else ()
     for n in "ab":
-        run([tc.clang, "-O2", "-flto=thin", *(b_flags if n == "b" else ()), "-c", f"{n}.c"], where)
-    shard = shards(tc, where, ["a.o", "b.o"], "-mllvm", "-import-declaration", *extra)["a.o"]
+        run([tc.clang, "-O2", "-flto=thin", *pic, *(b_flags if n == "b" else ()), "-c", f"{n}.c"], where)
+    declarations = ("-mllvm", "-import-declaration") if tc.version >= 19 else ()
+    shard = shards(tc, where, ["a.o", "b.o"], *declarations, *(("-shared",) if shared else ()), *extra)["a.o"]
 
     def interface_of(path: str) -> str:
         return cachekey.digest_bytes(shardkey.module_interface((where / path).read_bytes()).encode())
 
     with_interfaces = shardkey.canonical(shard, lambda p: cachekey.digest_bytes((where / p).read_bytes()), "a.o",
                                          interface_of)
-    run([tc.clang, "-O2", "-c", "-x", "ir", "a.o", "-fthinlto-index=a.o.thinlto.bc", "-o", "a.native.o"], where)
+    run([tc.clang, "-O2", *pic, "-c", "-x", "ir", "a.o", "-fthinlto-index=a.o.thinlto.bc", "-o", "a.native.o"], where)
     return with_interfaces, canonical(where, shard, "a.o"), (where / "a.native.o").read_bytes()
+
+
+def changed_lines(a: str, b: str) -> list[str]:
+    """The lines of text b that text a does not have, and the other way round."""
+    return sorted(set(a.splitlines()) ^ set(b.splitlines()))
+
+
+NEW_FUNCTION = "int fp_new(int x) { return x * 12345 + 1; }\n"  # nobody calls it
+
+
+def test_an_unreferenced_new_function_leaves_the_key(tc, tmp_path):
+    """Issue 24: a new function in a module that a backend takes only declarations from
+    changes nothing the backend reads of that module (no function of it is linked), so
+    its key stays, and so does its object. LLVM 14 imports no declarations: b.o is not in
+    a's shard at all. With b()'s body imported, b.o goes in by its bytes: the new function
+    gives another key, as it does in lld's own cache (which keys an imported module by its hash)."""
+    no_defs = ("-mllvm", "-import-instr-limit=0")
+    base, _, base_obj = decl_texts(tc, tmp_path / "base", DECL["b.c"], *no_defs)
+    text, _, obj = decl_texts(tc, tmp_path / "new", DECL["b.c"] + NEW_FUNCTION, *no_defs)
+    if tc.version >= 19:
+        assert "\nmodule ^1 declarations " in base
+        assert text == base
+    else:
+        assert "\nmodule ^1 " not in base  # a's own module only
+        # LLVM 14 writes the basic blocks of the whole link into every shard (FS_BLOCK_COUNT),
+        # which the key keeps as it keeps every summary record it does not take apart.
+        assert [line.split()[:2] for line in changed_lines(base, text)] == [["rec", str(shardkey.FS_BLOCK_COUNT)]] * 2
+    assert obj == base_obj
+
+    imported = decl_texts(tc, tmp_path / "def", DECL["b.c"])[0]
+    assert "declarations" not in imported
+    assert decl_texts(tc, tmp_path / "def-new", DECL["b.c"] + NEW_FUNCTION)[0] != imported
+
+
+IMPORTER_VARS = ("int av1 = 1, av2 = 2;\nint b(int);\nint a(int x) { return b(x) + av1 + av2; }\n"
+                 "int main(int c, char **v) { return a(c); }\n")
+
+
+def test_what_the_importer_takes_of_a_declared_module_changes_the_key(tc22, tmp_path):
+    """Never narrower than what can change the object. A declaration of a variable named
+    like one of the importer's, in a module the importer takes only declarations from:
+    IRMover moves the importer's variable of that name to the end of its list, and the
+    object changes (its .data sections swap); the key changes with it. A module flag, a
+    named struct's body and a change in the summary of a declaration the importer calls
+    change the key too."""
+    no_defs = ("-mllvm", "-import-instr-limit=0")
+    plain = "int b(int x) { return x * 7; }\n"
+    base, _, base_obj = decl_texts(tc22, tmp_path / "base", plain, *no_defs, a_source=IMPORTER_VARS, shared=True)
+    names_av1 = "extern int av1;\nint b(int x) { return x * 7; }\nint b_uses(void) { return av1; }\n"
+    text, _, obj = decl_texts(tc22, tmp_path / "av1", names_av1, *no_defs, a_source=IMPORTER_VARS, shared=True)
+    assert obj != base_obj
+    assert [line.split()[:3] for line in changed_lines(base, text)] == [["module", "^1", "declarations"]] * 2
+
+    # The same change of b.c with a name a does not have leaves a's object as it was: the
+    # name is what matters. (The key still changes: which names the importer has by then,
+    # its own and those of what it imported before, is not in the shard, so the interface
+    # keeps every variable name of the module.)
+    other = names_av1.replace("av1", "zz9")
+    text, _, obj = decl_texts(tc22, tmp_path / "zz9", other, *no_defs, a_source=IMPORTER_VARS, shared=True)
+    assert obj == base_obj and text != base
+
+    # A module flag: merged into the importer's (IRMover::linkModuleFlagsMetadata).
+    flags = decl_texts(tc22, tmp_path / "flags", plain, *no_defs, b_flags=("-fno-pic",))[0]
+    assert flags != decl_texts(tc22, tmp_path / "no-flags", plain, *no_defs)[0]
+
+    # A named struct of b.c (IRMover maps the module's named structs onto the importer's by
+    # name, whether a function body or a global uses them): another body, another key.
+    struct = ("struct S { int v[4]; };\nvoid sink(struct S *);\n"
+              "int b(int x) { struct S s = {{x}}; sink(&s); return x; }\n")
+    base_s = decl_texts(tc22, tmp_path / "s4", struct, *no_defs)[0]
+    text = decl_texts(tc22, tmp_path / "s8", struct.replace("v[4]", "v[8]"), *no_defs)[0]
+    assert [line.split()[:3] for line in changed_lines(base_s, text)] == [["module", "^1", "declarations"]] * 2
+
+    # The summary of b(), which a calls (noinline is one of its flags): the summaries part
+    # of the key changes, the interface does not.
+    text = decl_texts(tc22, tmp_path / "noinline", "__attribute__((noinline)) " + plain, *no_defs)[0]
+    diff = changed_lines(decl_texts(tc22, tmp_path / "inline", plain, *no_defs)[0], text)
+    assert diff and not any("declarations" in line for line in diff)
 
 
 def test_a_module_only_declared_goes_in_by_its_interface(tc22, tmp_path):
