@@ -51,7 +51,6 @@ class BackendCommand:
         raise NotImplementedError
 
 
-
 @dataclass
 class Outcome:
     job: Job
@@ -191,7 +190,7 @@ class Executor:
         """What the compile reads besides its module, shard and imports: what its options name,
         what the inline assembly of its module and of every module it imports reads."""
         if self.module_reads is None:
-            self.module_reads = sideinputs.ModuleReads(self.cache if self.cache.root else None)
+            self.module_reads = sideinputs.ModuleReads(self.cache)
         side = sideinputs.of_argv(argv)
         for path in (job.module.path, *job.imports):
             digest = job.module.digest if path == job.module.path else self.digest_of(path)
@@ -303,20 +302,25 @@ class Executor:
                 self._to_verify.add(job.output)
             if not self._hit(job, key):
                 pending.append(_Pending(job, key, recorded))
-        # A compile with side inputs stays local: a worker has neither the files nor this CPU,
-        # nor this clang's config files or environment (remote keys name the toolchain only).
-        sendable = [p for p in pending if not self.side[p.job.output]] if not self.res.local_only else []
-        if self.remote is not None:
+        if self.remote is not None and pending:
+            sendable: list[_Pending] = []
+            local: list[_Pending] = []
             for p in pending:
-                if p not in sendable:
-                    self._unserved[p.job.output] = self.res.local_only or "reads files or the CPU of this machine"
-        if self.remote is not None and sendable:
-            served = {id(p) for p in sendable} - {id(p) for p in self._serve_remotely(sendable)}
-            pending = [p for p in pending if id(p) not in served]
+                (sendable if self._sendable_job(p.job) else local).append(p)
+            pending = (self._serve_remotely(sendable) if sendable else []) + local
         weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
         pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
         self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
                        for p in pending])
+
+    def _sendable_job(self, job: Job) -> bool:
+        """May the remote service make this job? Not one with side inputs (a worker has neither
+        the files nor this CPU), nor any when this clang reads config files or environment (a
+        remote key names the toolchain by its version only): the log says which."""
+        why = self.res.local_only or ("it reads files or the CPU of this machine" if self.side[job.output] else "")
+        if why:
+            self._unserved[job.output] = why
+        return not why
 
     def _serve_remotely(self, pending: list[_Pending]) -> list[_Pending]:
         """Ask the remote action cache for these jobs; returns those left to make.
@@ -598,7 +602,6 @@ class Executor:
         if self.remote is not None and not self.side[job.output] and not self.res.local_only:
             self.remote.publish(job, obj)
         return None
-
 
     def _check(self, job: Job, obj: bytes) -> None:
         """A verified hit, compiled again: the same bytes, or a mismatch (counted and logged;

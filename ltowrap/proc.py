@@ -116,9 +116,15 @@ def capture(argv: list[str], cwd: str | None = None, merge: bool = False) -> tup
 
 def run(argv: list[str], cwd: str | None = None, reason: Reason | None = None) -> bytes:
     """Run a tool ltowrap needs for itself: its merged output, or ToolFailed carrying it."""
-    rc, out, err = capture(argv, cwd, merge=True)
+    return run_apart(argv, cwd, reason, merge=True)[0]
+
+
+def run_apart(argv: list[str], cwd: str | None = None, reason: Reason | None = None,
+              merge: bool = False) -> tuple[bytes, bytes]:
+    """Run a tool ltowrap needs for itself: (stdout, stderr), or ToolFailed carrying both."""
+    rc, out, err = capture(argv, cwd, merge)
     if rc != 0:
         from .errors import Reason, ToolFailed
 
         raise ToolFailed(argv, rc, (out + err).decode("utf-8", "replace"), reason or Reason.TOOL_FAILED)
-    return out
+    return out, err

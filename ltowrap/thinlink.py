@@ -78,11 +78,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
         argv += ["-mllvm", "-import-declaration"]
-    rc, out, err = proc.capture(argv)
-    if rc != 0:
-        from .errors import ToolFailed
-
-        raise ToolFailed(argv, rc, (out + err).decode("utf-8", "replace"), Reason.THINLINK_FAILED)
+    out, _ = proc.run_apart(argv, reason=Reason.THINLINK_FAILED)  # stdout: --trace's list
     by_path = plan.by_path()
     jobs: list[Job] = []
     full: set[str] = set()

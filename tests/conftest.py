@@ -120,3 +120,23 @@ def project(tmp_path) -> Path:
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+def refusals(read, data: bytes, seed: int, rounds: int) -> int:
+    """Flip 1-4 random bits (past the magic) of `data`, `rounds` times, and call `read` on each
+    copy: how many times it raised BadBitcode. Anything else it raises fails the test."""
+    import random
+
+    from ltowrap.bitcode import BadBitcode
+
+    rng = random.Random(seed)
+    refused = 0
+    for _ in range(rounds):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(4, len(damaged))] ^= 1 << rng.randrange(8)
+        try:
+            read(bytes(damaged))
+        except BadBitcode:
+            refused += 1
+    return refused
