@@ -183,8 +183,6 @@ def config_files(dirs: list[str]) -> list[str]:
 def config_closure(paths: list[str]) -> list[str]:
     """`paths` and the files they include (`@file`, relative to the including file's directory,
     `<CFGDIR>` its directory), nested, in order, each once."""
-    from .rsp import tokenize_gnu
-
     out: list[str] = []
     todo = list(paths)
     while todo:
@@ -197,6 +195,8 @@ def config_closure(paths: list[str]) -> list[str]:
                 text = f.read()
         except OSError:
             continue
+        from .rsp import tokenize_gnu  # (errors and its enum, milliseconds: only when there is a config file)
+
         base = os.path.dirname(path)
         lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
         for token in tokenize_gnu("\n".join(lines)):

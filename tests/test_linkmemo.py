@@ -307,7 +307,7 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
     args = project(d, tc22)
     stages = {"ltowrap.plan", "ltowrap.thinlink", "ltowrap.executor", "ltowrap.slots", "ltowrap.finallink",
               "tempfile", "subprocess"}
-    lean = {"ltowrap.driverline", "ltowrap.cmdline", "ltowrap.pipeline", "ltowrap.linkmemo", "json", "re",
+    lean = {"ltowrap.driverline", "ltowrap.cmdline", "ltowrap.pipeline", "ltowrap.linkmemo", "json", "re", "enum",
             "dataclasses", "contextlib", "site"}
 
     def imported() -> set[str]:
