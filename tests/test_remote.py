@@ -6,6 +6,7 @@ Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -20,11 +21,11 @@ from conftest import Toolchain, run, stats_json, wrapper, write
 from needs import require_module
 from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)
-from test_link import prepared
+from test_link import compile_lto, prepared
 
 grpc = require_module("grpc")
 
-from ltowrap import bitcode, shardkey  # noqa: E402
+from ltowrap import bitcode, cache, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
 from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
 
@@ -132,6 +133,46 @@ def test_empty_remote_object_is_rejected_and_rebuilt(project, tmp_path, tc22, ca
         h, size = name.split("/")
         result = client.get_action_result((h, int(size)))
         assert result.output_files[0].digest.size_bytes > 0
+    client.close()
+
+
+def test_a_poisoned_remote_entry_is_caught_by_verify(project, tmp_path, tc22, cache_url):
+    """A remote result that is a valid object, of another program: served as it is without
+    verify (the poison reaches the program), compiled again and replaced with verify = 1."""
+    tc = tc22
+    expected = prepared(project, tc, flags=("-O3",))  # flags of their own: actions new to the shared server
+    link(project, machine(tmp_path, "a", tc, cache_url))
+    main = next(b["action"] for b in links_of(tmp_path / "a.log")[-1]["backends"] if b["module"] == "main.o")
+    other = tmp_path / "other"  # the same program but twice() triples: main.o's object inlines it
+    prepared(other, tc, flags=("-O3",))
+    write(other / "twice.c", "int twice(int x) { return 3 * x; }\n")
+    compile_lto(other, tc, "twice", flags=("-O3",))
+    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "other-cache"),
+           "LTOWRAP_DEBUG": "1"}
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", "prog", "main.o", "add.o", "mul.o",
+         "twice.o"], other, env=env)
+    poisoned = next(cache.decode(p.read_bytes()).payload for p in (tmp_path / "other-cache" / "o").rglob("*")
+                    if p.is_file() and not p.name.endswith(".txt")
+                    and "module: main.o\n" in Path(str(p) + ".key.txt").read_text(errors="replace"))
+    client = Client(Endpoint(cache_url))
+    blob = (hashlib.sha256(poisoned).hexdigest(), len(poisoned))
+    client.upload({blob: poisoned})
+    result = protos.ActionResult(exit_code=0)
+    result.output_files.add(path=action.OUTPUT, digest=protos.Digest(hash=blob[0], size_bytes=blob[1]))
+    h, size = main.split("/")
+    client.update_action_result((h, int(size)), result)
+
+    c = machine(tmp_path, "c", tc, cache_url, LTOWRAP_MEMO="0")
+    link(project, c)
+    assert run([str(project / "prog")], project).stdout != expected  # the poison reaches the program unchecked
+    b = machine(tmp_path, "b", tc, cache_url, LTOWRAP_MEMO="0", LTOWRAP_VERIFY="1")
+    link(project, b)
+    assert run([str(project / "prog")], project).stdout == expected
+    assert counters(b)["verify_mismatches"] == 1 and counters(b)["verify_checks"] == 4
+    checked = {r["module"]: r["verified"] for r in links_of(tmp_path / "b.log")[-1]["backends"]}
+    assert checked["main.o"].startswith("mismatch: remote cache") and checked["add.o"] == "same"
+    result = client.get_action_result((h, int(size)))  # b's fresh object replaced the entry for everyone
+    assert result.output_files[0].digest.hash != blob[0]
     client.close()
 
 
