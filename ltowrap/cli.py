@@ -231,6 +231,53 @@ def cmd_verify(settings: Settings, a: argparse.Namespace) -> int:
     return 1 if mismatches or failed else 0
 
 
+def _chosen_links(settings: Settings, a: argparse.Namespace, command: str):  # -> list[report.Link] | None
+    from . import report
+
+    if not settings.log or not os.path.exists(settings.log):
+        print(f"ltowrap {command}: no log to read (set LTOWRAP_LOG, and build)", file=sys.stderr)
+        return None
+    try:
+        since = report.parse_since(a.since) if a.since else None
+    except ValueError:
+        print(f"ltowrap {command}: --since takes 10m, 2h, an ISO date and time or seconds since the epoch, "
+              f"not {a.since!r}", file=sys.stderr)
+        return None
+    return report.links(report.read_log(settings.log), since, a.last)
+
+
+def cmd_trace(settings: Settings, a: argparse.Namespace) -> int:
+    from . import report
+
+    chosen = _chosen_links(settings, a, "trace")
+    if chosen is None:
+        return 2
+    text = json.dumps(report.trace_events(chosen))
+    if a.output in (None, "-"):
+        print(text)
+    else:
+        with open(a.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"{len(chosen)} links traced into {a.output} (open it in https://ui.perfetto.dev or chrome://tracing)",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_report(settings: Settings, a: argparse.Namespace) -> int:
+    from . import report
+
+    chosen = _chosen_links(settings, a, "report")
+    if chosen is None:
+        return 2
+    if a.html:
+        with open(a.html, "w", encoding="utf-8") as f:
+            f.write(report.html(chosen))
+        print(f"{len(chosen)} links: {a.html}", file=sys.stderr)
+        return 0
+    print(report.text(chosen))
+    return 0
+
+
 def cmd_distribute(settings: Settings, a: argparse.Namespace) -> int:
     from . import distributor
 
@@ -408,6 +455,18 @@ def build_parser() -> argparse.ArgumentParser:
                        "the work done again (LTOWRAP_LOG must be set)")
     v.add_argument("--last", type=int, default=10, help="how many of the last links (0: all of them; default 10)")
     v.set_defaults(func=cmd_verify)
+    for name, what in (("trace", "write the links of the log as a Chrome trace (Perfetto, chrome://tracing)"),
+                       ("report", "where the links of the last build spent their time, and why backends were compiled")):
+        t = sub.add_parser(name, help=what + "; the last build by default (LTOWRAP_LOG must be set)")
+        span = t.add_mutually_exclusive_group()
+        span.add_argument("--since", help="links since then: 10m, 2h, an ISO date and time")
+        span.add_argument("--last", type=int, help="the last N links (0: every link of the log)")
+        if name == "trace":
+            t.add_argument("-o", "--output", help="the JSON file to write (default: stdout)")
+            t.set_defaults(func=cmd_trace)
+        else:
+            t.add_argument("--html", metavar="FILE", help="write one self-contained HTML page instead")
+            t.set_defaults(func=cmd_report)
     e = sub.add_parser("explain", help="show what was hashed for backend compiles (after LTOWRAP_DEBUG=1)")
     e.add_argument("module", nargs="*", help="only dumps mentioning these module names")
     e.set_defaults(func=cmd_explain)

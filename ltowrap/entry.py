@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 ENTRY_PREFIX = "ltowrap-"
 # The `ltowrap` command: a subcommand, or a command to wrap (the launcher form).
 LAUNCHER = "ltowrap"
-SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute", "verify"])
+SUBCOMMANDS = frozenset(["stats", "cache", "config", "shims", "explain", "doctor", "distribute", "verify", "trace",
+                         "report"])
 
 
 def tool_name(argv0: str) -> str:
@@ -114,9 +115,13 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
     from .linkdirect import lane
 
+    import time
+
+    t0 = time.time()
     direct = lane(real, with_lld, real_ld, settings)
     if direct is not None and direct.restore(settings):
         sys.exit(0)
+    t1 = time.time()
     from .driverline import linker_command
 
     line = linker_command(real, with_lld, real_ld, settings.cache_dir)
@@ -127,7 +132,8 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         if direct is not None:
             direct.driver_line(line.checks)
         os.environ.update(env)
-        sys.exit(run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct))
+        spans = [("direct lane", t0, t1), ("driver line", t1, time.time())]
+        sys.exit(run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans))
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 

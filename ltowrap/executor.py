@@ -60,6 +60,8 @@ class Outcome:
     action: str = ""  # the remote action digest, when a remote service was asked
     remote_error: str = ""  # why the remote service did not serve it
     waited: bool = False  # another process was compiling the same key: this one waited for it
+    lane: int | None = None  # compiled here: which of this link's running compiles it was (0, 1, ...)
+    slot: int | None = None  # compiled here in a slot of the machine's pool: its number
 
     @property
     def cached(self) -> bool:
@@ -87,6 +89,7 @@ class _Running:
     argv: list[str]
     start: float
     ticket: Ticket
+    lane: int = 0
 
 
 @dataclass
@@ -177,6 +180,8 @@ class Executor:
     _expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # job output -> (where, digest) of the hit
     _verified: dict[str, str] = field(default_factory=dict)  # job output -> 'same' or what differed
     module_reads: sideinputs.ModuleReads | None = None
+    spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
+    _keys: dict[str, str] = field(default_factory=dict)  # job output -> its cache key (for the log)
 
     @property
     def cache(self) -> Cache:
@@ -227,6 +232,9 @@ class Executor:
         record.backend_hits = sum(o.source == CACHED for o in self.outcomes)
         record.backend_waits = sum(o.waited for o in self.outcomes) or None
         record.slots = self.res.gate.name or None
+        record.jobs = self.res.jobs
+        for name, start, end in self.spans:
+            record.span(name, start, end)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if o.job.output in self._unrecorded else None,
@@ -234,7 +242,8 @@ class Executor:
                                        raced=o.job.output in self._raced or None,
                                        uncached=self.side[o.job.output].unknown or None
                                        if o.job.output in self.side else None,
-                                       verified=self._verified.get(o.job.output))
+                                       verified=self._verified.get(o.job.output), lane=o.lane, slot=o.slot,
+                                       size=o.job.module.size, key=self._keys.get(o.job.output))
                            for o in self.outcomes]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
@@ -250,10 +259,11 @@ class Executor:
         if self.res.progress:
             self.res.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
 
-    def _compiled(self, job: Job, start: float, end: float) -> Outcome:
+    def _compiled(self, child: _Running, end: float) -> Outcome:
+        job = child.job
         a = self.remote.actions.get(job.output) if self.remote is not None else None
-        return Outcome(job, COMPILED, start, end, a.name if a is not None else "", self._unserved.get(job.output, ""),
-                       job.output in self._waited)
+        return Outcome(job, COMPILED, child.start, end, a.name if a is not None else "",
+                       self._unserved.get(job.output, ""), job.output in self._waited, child.lane, child.ticket.slot)
 
     def _hit(self, job: Job, key: str | None) -> bool:
         """Serve the job from the local cache if its object is there."""
@@ -287,6 +297,7 @@ class Executor:
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         """Local cache, then the remote service if there is one, then local compiles."""
+        t0 = time.time()
         pending: list[_Pending] = []
         for job in jobs:
             recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
@@ -296,18 +307,23 @@ class Executor:
             key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
             if key is None:
                 self.cache.stats.add("backend_uncached")
-            elif dump is not None:
-                self._write_dump(key, dump, job)
-            if key is not None and config.pick(self.res.verify):
-                self._to_verify.add(job.output)
+            else:
+                self._keys[job.output] = key
+                if dump is not None:
+                    self._write_dump(key, dump, job)
+                if config.pick(self.res.verify):
+                    self._to_verify.add(job.output)
             if not self._hit(job, key):
                 pending.append(_Pending(job, key, recorded))
+        self.spans.append(("keys and cache lookups", t0, time.time()))
         if self.remote is not None and pending:
+            t1 = time.time()
             sendable: list[_Pending] = []
             local: list[_Pending] = []
             for p in pending:
                 (sendable if self._sendable_job(p.job) else local).append(p)
             pending = (self._serve_remotely(sendable) if sendable else []) + local
+            self.spans.append(("remote lookup", t1, time.time()))
         weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
         pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
         self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
@@ -460,6 +476,8 @@ class Executor:
         """Start the compile in this slot."""
         with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
             child = self._spawn(*miss, ticket, mask)
+            lanes = {r.lane for r in running.values()}
+            child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
             running[child.child.pidfd] = child
         return child
 
@@ -563,7 +581,7 @@ class Executor:
             if child.job.output in self._sendable and child.job.output not in self._unserved:
                 self._here.add(child.job.output)
                 self.cache.stats.add("remote_local")
-            self._done(self._compiled(child.job, child.start, end))
+            self._done(self._compiled(child, end))
         return failure
 
     def _spawn(self, job: Job, key: str | None, argv: list[str], ticket: Ticket, sigmask: set[int]) -> _Running:

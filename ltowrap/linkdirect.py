@@ -105,6 +105,7 @@ class Lane:
 
             record = log.Record(tool=os.path.basename(done[0]), argv=done, start=start, decision="restored")
             record.end = time.time()
+            record.span("direct lane", start, record.end)
             log.append(settings.log, record)
         return done is not None
 

@@ -26,6 +26,10 @@ class Backend:
     raced: bool | None = None  # run here and on a worker at once; `source` says which won
     uncached: str | None = None  # why this compile was not cached (what it reads cannot be told)
     verified: str | None = None  # a hit checked by compiling again (verify): 'same', or both digests
+    lane: int | None = None  # compiled here: which of the link's compiles running at once it was (0, 1, ...)
+    slot: int | None = None  # compiled in a slot of the machine's pool: its number
+    size: int | None = None  # the module's bytes
+    key: str | None = None  # its cache key (`ltowrap explain` shows what went in, after LTOWRAP_DEBUG=1)
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Record:
     unmemoised: str | None = None  # why the link memo did not store this link
     verified: str | None = None  # a memo hit checked by linking again (verify): 'same', or both digests
     phases: dict[str, float] = field(default_factory=dict)
+    spans: list[list] = field(default_factory=list)  # [phase, start, end], in the order they ran (ltowrap trace)
+    jobs: int | None = None  # the backend compiles this link could run at once
     backends: list[Backend] = field(default_factory=list)
     backend_compiles: int = 0
     backend_hits: int = 0
@@ -59,6 +65,10 @@ class Record:
     remote_raced: int | None = None  # execute mode: jobs run on both sides at once, the first result won
     remote_down: str | None = None
     remote_retries: int | None = None  # requests asked again after a "not now" answer
+
+    def span(self, name: str, start: float, end: float) -> None:
+        """A phase of the link ran from start to end (time.time())."""
+        self.spans.append([name, round(start, 4), round(end, 4)])
 
     def to_json(self) -> dict:
         return _without_none(asdict(self))

@@ -24,12 +24,14 @@ CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC
 
 
 def run_linker(real: list[str], args: list[str], original: list[str] | None = None,
-               settings: config.Settings | None = None, direct: linkdirect.Lane | None = None) -> int:
+               settings: config.Settings | None = None, direct: linkdirect.Lane | None = None,
+               spans: list[tuple[str, float, float]] = ()) -> int:
     """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
 
     `original` is the user's driver command when the clang entry found the link line
     itself: falling back to it reports errors exactly as the driver would. `direct` is that
-    driver link's direct lane, which the link memo fills.
+    driver link's direct lane, which the link memo fills; `spans`, what the entry did first
+    (the direct lane's lookup, the driver line), for the log.
     """
     fallback = original or real + args
     if settings is None:
@@ -38,7 +40,9 @@ def run_linker(real: list[str], args: list[str], original: list[str] | None = No
         except config.ConfigError as e:
             print(f"ltowrap: {e}; running the link unchanged", file=sys.stderr)
             proc.exec_tool(fallback)
-    record = log.Record(tool=os.path.basename(real[0]), argv=real + args)
+    record = log.Record(tool=os.path.basename(real[0]), argv=real + args, start=spans[0][1] if spans else time.time())
+    for name, start, end in spans:
+        record.span(name, start, end)
     with jobrun.job_run(settings, record) as run:
         rc = _attempt(run, real, args, direct)
     if rc is None:
@@ -91,9 +95,12 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
 
 def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
     cwd = os.getcwd()
+    t = time.time()
     command = cmdline.parse(args, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
-    if memo is not None and memo.restore():
+    restored = memo is not None and memo.restore()
+    run.record.span("memo lookup", t, time.time())
+    if restored:
         run.record.decision = "restored"
         return 0
     workdir = run.cache.new_workdir()
@@ -110,11 +117,13 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     from . import finallink, plan, thinlink
     from .backend import LinkBackend
 
+    t = time.time()
     clang = toolchain.backend_clang(real[0], run.settings.clang)
     # The thin-link's lld is the one beside this clang (toolchain.sibling): the same release.
     llvm_major = toolchain.llvm_major(cachekey.compiler_version(run.compiler_identity(clang)))
     link_plan = plan.build(command, run.cache, llvm_major)
     run.record.modules = len(link_plan.modules)
+    run.record.span("plan", t, time.time())
     # The thin-link sees every module under its store path: the backend keys take the shards'
     # canonical text (shardkey.py), which does not depend on those paths.
     store_prefix = os.path.join(run.cache.root, MODULES) + "/"
@@ -140,6 +149,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     rc, out, err = finallink.run(final, result, workdir)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
+    for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
+        run.record.span(name, start, end)
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
         # Not plainly the user's own error: their command decides, as without ltowrap.
         raise Unsupported(Reason.FINAL_LINK_FAILED)
@@ -150,4 +161,5 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
+        run.record.span("memo store", t3, time.time())
     return rc

@@ -1,0 +1,132 @@
+"""`ltowrap trace` and `ltowrap report` on real links, and the progress line on a real terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+from conftest import Toolchain, links, run, wrapper
+from test_link import prepared
+
+from ltowrap import report
+
+MODULES = ("main.o", "add.o", "mul.o", "twice.o")
+
+
+def build(d: Path, tc: Toolchain, tmp_path: Path, **extra: str) -> None:
+    """Two links of the four-module program, the second with its backends from the cache."""
+    prepared(d, tc)
+    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_JOBS": "2", "LTOWRAP_MEMO": "0", **extra}
+    for out in ("prog", "again"):
+        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", out], d, env=env)
+    assert [r["decision"] for r in links(tmp_path)] == ["distributed", "distributed"]
+
+
+def ltowrap(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([wrapper("ltowrap"), *args], capture_output=True, text=True, check=True)
+
+
+def test_the_trace_is_valid_and_has_one_span_per_backend_within_the_slots(project, tmp_path, tc22):
+    build(project, tc22, tmp_path)
+    trace = json.loads(ltowrap("trace").stdout)["traceEvents"]
+    spans = [e for e in trace if e["ph"] == "X"]
+    assert spans and all({"name", "ts", "dur", "pid", "tid"} <= set(e) for e in spans)
+    assert all(isinstance(e["ts"], int) and e["dur"] > 0 for e in spans)
+    records = links(tmp_path)
+    for record in records:
+        pid = record["pid"]
+        backends = [e for e in spans if e["pid"] == pid and e["cat"] != "phase"]
+        assert sorted(e["name"] for e in backends) == sorted(MODULES)  # one span per backend job
+        phases = {e["name"] for e in spans if e["pid"] == pid and e["cat"] == "phase"}
+        assert {"plan", "thin-link", "backends", "final link"} <= phases
+        compiles = [(e["ts"], e["ts"] + e["dur"]) for e in backends if e["cat"] == "compiled"]
+        edges = sorted([(s, 1) for s, _ in compiles] + [(e, -1) for _, e in compiles])
+        running = peak = 0
+        for _, step in edges:
+            running += step
+            peak = max(peak, running)
+        assert peak <= record["jobs"] == 2  # never more compiles at once than the link's slots
+    assert {e["name"] for e in trace if e["ph"] == "C"} == {"compiles running"}
+    slots = [e for e in spans if e["pid"] == report.MACHINE_PID]
+    assert len(slots) == 4 and {e["tid"] for e in slots} <= {0, 1}  # the first link's compiles, in the pool's 2 slots
+
+
+def test_the_report_names_the_backend_that_bounded_each_link(project, tmp_path, tc22):
+    build(project, tc22, tmp_path)
+    text = ltowrap("report").stdout
+    for record in links(tmp_path):
+        last = max(record["backends"], key=lambda b: b["end"])
+        assert f"bounded by: {last['module']} (" in text
+    assert "2 links from" in text and "slowest modules (of 4 compiled)" in text
+    assert "4  a hit: " in text and "was not in the cache" in text
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_the_html_report_stands_alone(project, tmp_path, tc22):
+    build(project, tc22, tmp_path)
+    page = tmp_path / "report.html"
+    subprocess.run([wrapper("ltowrap"), "report", "--html", str(page)], check=True, capture_output=True)
+    text = page.read_text()
+    parser = _Page()
+    parser.feed(text)
+    tags = [t for t, _ in parser.tags]
+    assert "script" not in tags and "link" not in tags and "http://" not in text.replace("http://www.w3.org", "")
+    assert tags.count("svg") == 2 + 1  # a timeline per link, and the hit rate
+    assert [a.get("class") for t, a in parser.tags if t == "h2"].count("link") == 2
+    assert tags.count("tr") == 1 + 4  # the slowest modules: the header and the first link's four compiles
+    assert sum(t == "rect" for t in tags) >= 2 * 4  # every backend drawn
+
+
+def test_links_of_the_last_build_since_and_last():
+    def rec(start: float, end: float) -> dict:
+        return {"tool": "ld.lld", "argv": ["ld.lld", "-o", f"p{start}"], "start": start, "end": end}
+
+    records = [rec(0, 10), rec(15, 20), rec(1000, 1010), rec(1012, 1020), {"tool": "clang", "start": 1030}]
+    assert [link.start for link in report.links(records)] == [1000, 1012]  # after a gap of BUILD_GAP s
+    assert [link.start for link in report.links(records, last=3)] == [15, 1000, 1012]
+    assert [link.start for link in report.links(records, since=12)] == [15, 1000, 1012]
+    assert report.parse_since("10m", now=1000.0) == 400.0
+
+
+def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
+    prepared(project, tc22)
+    argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", "prog"]
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0"}
+    piped = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, check=True)
+    assert piped.stderr == ""
+    (project / "prog").unlink()
+    env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cold")  # compiles again: the line has something to show
+    primary, secondary = pty.openpty()
+    child = subprocess.Popen(argv, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=secondary)
+    os.close(secondary)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([primary], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert child.wait(60) == 0
+    os.close(primary)
+    text = seen.decode()
+    assert "ltowrap: prog  4/4 modules  (0 cached)" in text
+    assert text.endswith("\r\x1b[K")  # and the line is cleared when the link is done
