@@ -10,9 +10,10 @@ compile here its lane among the link's compiles and its slot in the machine's po
   (a `phases` track, a track per compile lane, tracks for hits, waits and remote jobs, a
   counter of the compiles running) and one for the machine's slot pool (a track per slot,
   every link's compiles in it).
-- text: the links, where their time went, the backend that bounded each (the one that
-  ended last), the slowest modules, why each backend was compiled rather than a hit,
-  and what the link would cost with every backend a hit.
+- text: the links, where their time went, each one's critical path (the compiles its
+  end waited for, lane by lane) and the backend that bounded it (the longest on that
+  path), the slowest modules, why each backend was compiled rather than a hit, and what
+  the link would cost with every backend a hit.
 - html: one self-contained page (inline SVG and CSS, no script): a timeline per link, the
   slowest modules, the backend hit rate over time.
 """
@@ -67,9 +68,26 @@ class Link:
     def compiled(self) -> list[dict]:
         return [b for b in self.backends if b["source"] in (COMPILED, REMOTE_EXECUTED)]
 
+    def critical_path(self) -> list[dict]:
+        """The backends the link's end waited for, in order: the one that ended last, and before
+        it each compile that held its lane until it started (a lane runs one compile at a
+        time: gaps between them are waits for a slot). A link that compiled nothing here: the
+        backend that ended last."""
+        here = [b for b in self.backends if b["source"] == COMPILED]
+        last = max(self.backends, key=lambda b: b["end"], default=None)
+        if last is None or last["source"] != COMPILED:
+            return [last] if last is not None else []
+        chain = [last]
+        while True:
+            before = [b for b in here if b.get("lane") == last.get("lane") and b["end"] <= chain[-1]["start"] + 1e-4
+                      and b is not chain[-1]]
+            if not before:
+                return chain[::-1]
+            chain.append(max(before, key=lambda b: b["end"]))
+
     def bound(self) -> dict | None:
-        """The backend that ended last: the one the link's backends phase waited for."""
-        return max(self.backends, key=lambda b: b["end"], default=None)
+        """The longest backend of the critical path: what most bounds the link."""
+        return max(self.critical_path(), key=lambda b: b["end"] - b["start"], default=None)
 
     def phase(self, name: str) -> float:
         return sum(e - s for n, s, e in self.spans if n == name)
@@ -249,8 +267,14 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
         phases = [(n, e - s) for n, s, e in link.spans if e - s >= 0.0005]
         if phases:
             lines.append("  phases: " + ", ".join(f"{n} {_s(d)}" for n, d in phases))
+        path = link.critical_path()
         bound = link.bound()
         if bound is not None:
+            busy = sum(b["end"] - b["start"] for b in path)
+            waits = path[-1]["end"] - path[0]["start"] - busy
+            lines.append(f"  critical path: {len(path)} backends, {_s(busy)} of work"
+                         + (f" and {_s(waits)} waiting for a slot" if waits >= 0.005 else "")
+                         + f", ending at +{_s(path[-1]['end'] - link.start)}")
             lines.append(f"  bounded by: {bound['module']} ({why(bound) if bound['source'] != COMPILED else 'compiled'}, "
                          f"{_s(bound['end'] - bound['start'])}, from +{_s(bound['start'] - link.start)} to "
                          f"+{_s(bound['end'] - link.start)})")
@@ -274,8 +298,12 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
 
 # --- the HTML page -------------------------------------------------------------------------------
 
-_COLOURS = {COMPILED: "#d9822b", CACHED: "#3a9e5c", REMOTE_CACHED: "#2b7bb9", REMOTE_EXECUTED: "#7a5cc7",
-            "phase": "#8a8f98"}
+_COLOURS = {COMPILED: "#d9822b", CACHED: "#3a9e5c", REMOTE_CACHED: "#2b7bb9", REMOTE_EXECUTED: "#7a5cc7"}
+# Phases, in the order a link runs them. The executor's own (keys and cache lookups, remote lookup)
+# fall inside `backends`: they get a row of their own.
+_PHASES = {"direct lane": "#b0b6c0", "driver line": "#8a8f98", "memo lookup": "#c7b26a", "plan": "#6f8fa6",
+           "thin-link": "#4d6a8a", "backends": "#d8c9b0", "final link": "#6a7b4d", "memo store": "#a88f6a"}
+_INNER_PHASES = {"keys and cache lookups": "#9c6ab0", "remote lookup": "#5c8fc7"}
 _STYLE = """body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.legend span{display:inline-block;margin-right:14px}
@@ -286,7 +314,8 @@ def _timeline(link: Link, width: int = 960) -> str:
     """An SVG timeline of one link: its phases on the first row, then one row per track."""
     total = max(link.end - link.start, 1e-3)
     rows: list[tuple[str, list[tuple[float, float, str, str]]]] = [
-        ("phases", [(s, e, n, _COLOURS["phase"]) for n, s, e in link.spans])]
+        ("phases", [(s, e, n, _PHASES.get(n, "#999")) for n, s, e in link.spans if n not in _INNER_PHASES]),
+        ("lookups", [(s, e, n, _INNER_PHASES[n]) for n, s, e in link.spans if n in _INNER_PHASES])]
     lanes: dict[str, list[tuple[float, float, str, str]]] = {}
     members = sorted(link.backends, key=lambda b: b["start"])
     for b, lane in zip(members, _lanes(members)):
@@ -306,15 +335,16 @@ def _timeline(link: Link, width: int = 960) -> str:
                          f'<title>{_html.escape(title)} ({e - s:.3f} s)</title></rect>')
     for k in range(5):
         x = left + k / 4 * (width - left)
-        parts.append(f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle">{total * k / 4:.2f} s</text>')
+        anchor = ("start", "middle", "middle", "middle", "end")[k]
+        parts.append(f'<text x="{x:.1f}" y="{height - 4}" text-anchor="{anchor}">{total * k / 4:.2f} s</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 def _hit_rate_chart(chosen: list[Link], width: int = 960, height: int = 160) -> str:
     """The share of each link's backends that were hits, at the time the link ended."""
-    points = [(link.end, sum(b["source"] != COMPILED for b in link.backends) / len(link.backends))
-              for link in chosen if link.backends]
+    points = sorted((link.end, sum(b["source"] != COMPILED for b in link.backends) / len(link.backends))
+                    for link in chosen if link.backends)
     if not points:
         return "<p>No backends in these links.</p>"
     t0, t1 = points[0][0], max(points[-1][0], points[0][0] + 1e-3)
@@ -332,7 +362,8 @@ def _hit_rate_chart(chosen: list[Link], width: int = 960, height: int = 160) -> 
 
 def html(chosen: list[Link], slowest: int = 10) -> str:
     e = _html.escape
-    legend = "".join(f'<span><i style="background:{c}"></i>{e(k)}</span>' for k, c in _COLOURS.items())
+    legend = "".join(f'<span><i style="background:{c}"></i>{e(k)}</span>'
+                     for k, c in {**_COLOURS, **_PHASES, **_INNER_PHASES}.items())
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>ltowrap report</title>',
              f"<style>{_STYLE}</style></head><body>", "<h1>ltowrap report</h1>",
              f"<pre>{e(text(chosen, slowest).split(chr(10), 1)[0])}</pre>", f'<div class="legend">{legend}</div>']
