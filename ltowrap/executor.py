@@ -62,6 +62,8 @@ class Outcome:
     waited: bool = False  # another process was compiling the same key: this one waited for it
     lane: int | None = None  # compiled here: which of this link's running compiles it was (0, 1, ...)
     slot: int | None = None  # compiled here in a slot of the machine's pool: its number
+    worker: str = ""  # run on a remote worker: which, as the server names it
+    queued: float | None = None  # run on a remote worker: seconds in the server's queue first
 
     @property
     def cached(self) -> bool:
@@ -243,7 +245,9 @@ class Executor:
                                        uncached=self.side[o.job.output].unknown or None
                                        if o.job.output in self.side else None,
                                        verified=self._verified.get(o.job.output), lane=o.lane, slot=o.slot,
-                                       size=o.job.module.size, key=self._keys.get(o.job.output))
+                                       size=o.job.module.size, key=self._keys.get(o.job.output),
+                                       worker=o.worker or None,
+                                       queued=round(o.queued, 4) if o.queued is not None else None)
                            for o in self.outcomes]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
@@ -374,7 +378,7 @@ class Executor:
         self.cache.put(OBJECTS, key, {"seconds": 0, "remote": action}, served.obj)
         self._release(key)
         self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
-                           waited=job.output in self._waited))
+                           waited=job.output in self._waited, worker=served.worker, queued=served.queued))
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
         text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"

@@ -30,6 +30,8 @@ class Backend:
     slot: int | None = None  # compiled in a slot of the machine's pool: its number
     size: int | None = None  # the module's bytes
     key: str | None = None  # its cache key (`ltowrap explain` shows what went in, after LTOWRAP_DEBUG=1)
+    worker: str | None = None  # run on a remote worker: which (as the server names it)
+    queued: float | None = None  # run on a remote worker: seconds in the server's queue first
 
 
 @dataclass

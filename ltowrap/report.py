@@ -7,9 +7,9 @@ backend job (`backends`: module, size, where its object came from, start, end, a
 compile here its lane among the link's compiles and its slot in the machine's pool).
 
 - trace_events: Chrome Trace Event JSON (Perfetto, chrome://tracing). One process per link
-  (a `phases` track, a track per compile lane, tracks for hits, waits and remote jobs, a
-  counter of the compiles running) and one for the machine's slot pool (a track per slot,
-  every link's compiles in it).
+  (a `phases` track, a track per compile lane, tracks for hits, waits, the remote queue
+  and each remote worker, a counter of the compiles running) and one for the machine's
+  slot pool (a track per slot, every link's compiles in it).
 - text: the links, where their time went, each one's critical path (the compiles its
   end waited for, lane by lane) and the backend that bounded it (the longest on that
   path), the slowest modules, why each backend was compiled rather than a hit, and what
@@ -193,6 +193,8 @@ def trace_events(chosen: list[Link]) -> dict:
         for b in link.backends:
             if b["source"] == COMPILED:
                 group = f"compile lane {b.get('lane') or 0}"
+            elif b["source"] == REMOTE_EXECUTED and b.get("worker"):
+                group = f"remote worker {b['worker']}"
             elif b.get("waited"):
                 group = "waited for another link"
             else:
@@ -208,8 +210,15 @@ def trace_events(chosen: list[Link]) -> dict:
                     tracks[track] = len(tracks) + 1
                     meta(pid, tracks[track], "thread_name", track, tracks[track])
                 args = {k: b[k] for k in ("source", "size", "key", "waited", "raced", "uncached", "verified",
-                                          "remote_error", "action") if b.get(k) is not None}
-                span(b["module"], b["source"], pid, tracks[track], b["start"], b["end"], args)
+                                          "remote_error", "action", "worker", "queued") if b.get(k) is not None}
+                start = b["start"]
+                if b.get("queued"):  # its time in the server's queue, on a track of its own
+                    if "remote queue" not in tracks:
+                        tracks["remote queue"] = len(tracks) + 1
+                        meta(pid, tracks["remote queue"], "thread_name", "remote queue", tracks["remote queue"])
+                    start = min(b["start"] + b["queued"], b["end"])
+                    span(f"{b['module']} (queued)", "queued", pid, tracks["remote queue"], b["start"], start)
+                span(b["module"], b["source"], pid, tracks[track], start, b["end"], args)
                 if b.get("slot") is not None:
                     slots.add(int(b["slot"]))
                     span(f"{b['module']} ({link.name})", b["source"], MACHINE_PID, int(b["slot"]), b["start"], b["end"])

@@ -7,6 +7,7 @@ Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -249,6 +250,12 @@ def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgri
         assert run([str(project / "prog")], project).stdout == expected
         c = counters(env)
         assert c["remote_executed"] == 4 and c["backend_misses"] == 0 and c["remote_errors"] == 0
+        # The log says on which worker each ran and how long it queued first; the trace shows both.
+        backends = links_of(tmp_path / "a.log")[-1]["backends"]
+        assert all(b["worker"].startswith("test-worker-") and b["queued"] >= 0 for b in backends)
+        trace = subprocess.run([wrapper("ltowrap"), "trace"], env=env, capture_output=True, text=True, check=True)
+        tracks = {e["args"]["name"] for e in json.loads(trace.stdout)["traceEvents"] if e["name"] == "thread_name"}
+        assert {f"remote worker {b['worker']}" for b in backends} <= tracks and "remote queue" in tracks
         # Another machine: the server answers from its action cache, nothing runs again.
         b = machine(tmp_path, "b", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
         link(project, b, "prog-b")

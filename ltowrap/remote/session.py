@@ -45,6 +45,8 @@ class Served:
     obj: bytes
     executed: bool  # ran on a worker; else it came from the remote action cache
     stderr: str = ""  # what the compile printed (warnings), when it ran on a worker
+    worker: str = ""  # the worker it ran on, as the server names it
+    queued: float | None = None  # seconds it waited in the server's queue, as the server timed it
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,11 @@ class Session:
         why = _object(data, stderr)
         if why:
             return None, f"rejected the remote result: {why}"
-        return Served(data, executed, stderr if executed else ""), ""
+        meta = result.execution_metadata
+        queued = None
+        if executed and meta.queued_timestamp.seconds and meta.worker_start_timestamp.seconds:
+            queued = max(0.0, (meta.worker_start_timestamp.ToNanoseconds() - meta.queued_timestamp.ToNanoseconds()) / 1e9)
+        return Served(data, executed, stderr if executed else "", meta.worker if executed else "", queued), ""
 
     def publish(self, job: Job, obj: bytes) -> None:
         """Share a locally compiled object through the action cache (in the background)."""
