@@ -252,6 +252,29 @@ def test_verify_every_hit_of_a_rebuild_finds_no_mismatch(lua_src: Path, tmp_path
     assert (lua_src / "src" / "lua").read_bytes() == first
 
 
+def test_a_traced_build(lua_src: Path, tmp_path: Path) -> None:
+    """`ltowrap trace` of a cold build: valid trace events, one span per backend job named by its
+    module, never more compiles of a link at once than its slots; `ltowrap report` bounds each link."""
+    tc = wrapper_toolchain(tmp_path, 22)
+    log = tmp_path / "ltowrap.log"
+    make(lua_src, tc, log)
+    env = tc.env | {"LTOWRAP_LOG": str(log)}
+    trace = json.loads(subprocess.run([str(SCRIPTS / "ltowrap"), "trace"], env=env, check=True, capture_output=True,
+                                      text=True).stdout)["traceEvents"]
+    spans = [e for e in trace if e["ph"] == "X"]
+    assert all({"name", "ts", "dur", "pid", "tid"} <= set(e) for e in spans)
+    for name, record in links(log).items():
+        jobs = [e for e in spans if e["pid"] == record["pid"] and e["cat"] != "phase"]
+        assert sorted(e["name"] for e in jobs) == sorted(b["module"] for b in record["backends"]), name
+        edges = sorted([(e["ts"], 1) for e in jobs if e["cat"] == "compiled"] +
+                       [(e["ts"] + e["dur"], -1) for e in jobs if e["cat"] == "compiled"])
+        running = [sum(step for _, step in edges[:i + 1]) for i in range(len(edges))]
+        assert max(running) <= record["jobs"], name
+    text = subprocess.run([str(SCRIPTS / "ltowrap"), "report"], env=env, check=True, capture_output=True,
+                          text=True).stdout
+    assert text.count("bounded by: ") == 2 and "slowest modules" in text
+
+
 def test_one_file_edit_recompiles_only_what_depends_on_it(lua_src: Path, tmp_path: Path) -> None:
     """lstrlib.c edited (nothing imports from it): lua recompiles that one module, luac nothing.
 
