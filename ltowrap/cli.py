@@ -29,8 +29,8 @@ def _human(n: float) -> str:
 def stats_json(settings: Settings) -> dict:
     summed = stats.summary(settings.cache_dir)
     c = summed["counts"]
-    out = {k: int(c.get(k, 0)) for k in stats.COUNTERS}
-    out.update({k: round(float(c.get(k, 0)), 3) for k in stats.FLOAT_COUNTERS})
+    out = {name: round(float(c.get(name, 0)), 3) if kind == "seconds" else int(c.get(name, 0))
+           for name, kind, *_ in stats.COUNTERS if kind != "size"}
     total = out["backend_hits"] + out["backend_misses"]
     out["backend_hit_rate"] = round(out["backend_hits"] / total, 4) if total else None
     out["fallback_reasons"] = summed["reasons"]
@@ -43,6 +43,7 @@ def stats_json(settings: Settings) -> dict:
 
 
 def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
+    """Every counter of stats.COUNTERS, section by section, with what is derived from them."""
     if a.zero:
         stats.zero(settings.cache_dir)
         print("Statistics zeroed")
@@ -51,57 +52,28 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(s, indent=2, sort_keys=True))
         return 0
-    rate = f"{100 * s['backend_hit_rate']:.1f} %" if s["backend_hit_rate"] is not None else "-"
     zeroed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["zeroed_at"])) if s["zeroed_at"] else "never"
-    lines = [
-        f"Cache directory:            {s['cache_dir']}",
-        f"Stats zeroed:               {zeroed}",
-        "Links:",
-        f"  Distributed:              {s['links_distributed']}",
-        f"  Passed through (no bitcode): {s['links_passthrough']}",
-        f"  Fallen back:              {s['links_fallback']}",
-        f"  Restored (link memo):     {s['link_hits']}",
-        f"  Memo misses:              {s['link_misses']}",
-        f"  Not memoised:             {s['link_unmemoised']}",
-        f"  Driver line from cache:   {s['driver_line_hits']} (asked clang -###: {s['driver_line_misses']})",
-    ]
-    for reason, n in sorted(s["fallback_reasons"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"    {n:6d}  {stats.reason_text(reason)}")
-    lines += [
-        "Backend compiles:",
-        f"  Hits:                     {s['backend_hits']}",
-        f"  Misses:                   {s['backend_misses']}",
-        f"  Hit rate:                 {rate}",
-        f"  Failures:                 {s['backend_failures']}",
-        f"  Waited for another link:  {s['backend_waits']}",
-        f"  Not cached (side inputs): {s['backend_uncached']}",
-        f"  CPU time saved by hits:   {s['cpu_saved_seconds']:.1f} s",
-        "Thin-links:",
-        f"  Cached (skipped):         {s['thinlink_hits']}",
-        f"  Run:                      {s['thinlink_misses']}",
-        f"  Waited for another link:  {s['thinlink_waits']}",
-    ]
-    remote = [k for k in stats.COUNTERS if k.startswith("remote_")]
-    if settings.remote or any(s[k] for k in remote):
-        lines += [
-            f"Remote ({settings.remote or 'not set now'}):",
-            f"  Hits (action cache):      {s['remote_hits']}",
-            f"  Misses:                   {s['remote_misses']}",
-            f"  Executed on workers:      {s['remote_executed']}",
-            f"  Compiled here beside them: {s['remote_local']} ({s['remote_raced']} raced a worker)",
-            f"  Errors (compiled here):   {s['remote_errors']}",
-            f"  Published:                {s['remote_uploads']} ({s['remote_upload_errors']} failed)",
-            f"  Retried (server busy):    {s['remote_retries']}",
-        ]
-    lines += [
-        "Cache:",
-        f"  Size:                     {_human(s['cache_bytes'])} / {_human(s['max_size_bytes']) if s['max_size_bytes'] else 'unlimited'}",
-        f"  Files:                    {s['cache_entries']}",
-        f"  Bad entries removed:      {s['bad_entries']}",
-        f"  Hits verified:            {s['verify_checks']} ({s['verify_mismatches']} differed, replaced)",
-        f"  Write errors:             {s['cache_write_errors']}",
-        f"  Cleanups:                 {s['cleanups']} ({s['files_evicted']} files evicted)",
-    ]
+    w = max(len(label) for _, _, _, label, _ in stats.COUNTERS) + 2
+    lines = [f"{'Cache directory:':{w + 2}}{s['cache_dir']}", f"{'Stats zeroed:':{w + 2}}{zeroed}"]
+    remote = bool(settings.remote) or any(s[name] for name, _, section, *_ in stats.COUNTERS if section == "Remote")
+    section = ""
+    for name, kind, where, label, _ in stats.COUNTERS:
+        if kind == "size" or (where == "Remote" and not remote):
+            continue
+        if where != section:
+            section = where
+            lines.append(f"Remote ({settings.remote or 'not set now'}):" if where == "Remote" else f"{where}:")
+            if where == "Cache":
+                size = _human(s["max_size_bytes"]) if s["max_size_bytes"] else "unlimited"
+                lines += [f"  {'Size:':{w}}{_human(s['cache_bytes'])} / {size}", f"  {'Files:':{w}}{s['cache_entries']}"]
+        value = f"{s[name]:.1f} s" if kind == "seconds" else str(s[name])
+        lines.append(f"  {label + ':':{w}}{value}")
+        if name == "links_fallback":
+            lines += [f"    {n:6d}  {stats.reason_text(reason)}"
+                      for reason, n in sorted(s["fallback_reasons"].items(), key=lambda kv: -kv[1])]
+        elif name == "backend_misses":
+            rate = f"{100 * s['backend_hit_rate']:.1f} %" if s["backend_hit_rate"] is not None else "-"
+            lines.append(f"  {'Hit rate:':{w}}{rate}")
     print("\n".join(lines))
     return 0
 
@@ -433,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"ltowrap {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    counters = "\n".join(f"  {k}: {v}" for k, v in {**stats.COUNTERS, **stats.FLOAT_COUNTERS}.items())
+    counters = "\n".join(f"  {name}: {text}" for name, kind, _, _, text in stats.COUNTERS if kind != "size")
     s = sub.add_parser("stats", help="show cache statistics", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Counters summed over every ltowrap process since the last --zero:\n" + counters)
     s.add_argument("--json", action="store_true", help="print one JSON object")

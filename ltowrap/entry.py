@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
         print(f"ltowrap: {e}", file=sys.stderr)
         sys.exit(127)
     args = argv[1:]
+    if settings.problems and not proc.guarded():
+        _count("CONFIG_ERROR", settings.cache_dir)
     if proc.guarded() or settings.disable or settings.problems:
         proc.exec_tool(real + args)
     try:
@@ -75,7 +77,19 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
         _driver(real, args, settings)
     except Exception as e:  # a bug in ltowrap must not break the build
         print(f"ltowrap: internal error ({type(e).__name__}: {e}); running the command unchanged", file=sys.stderr)
+        _count("INTERNAL_ERROR", settings.cache_dir)
         proc.exec_tool(real + args)
+
+
+def _count(reason: str, cache_dir: str) -> None:
+    """Count a command run unchanged (errors.Reason's member of that name); never fails."""
+    try:
+        from . import stats
+        from .errors import Reason
+
+        stats.fallback_now(cache_dir, Reason[reason])
+    except Exception:  # noqa: BLE001 - the command runs whatever happens here
+        pass
 
 
 def _seen(args: list[str]) -> list[str]:

@@ -39,6 +39,9 @@ def run_linker(real: list[str], args: list[str], original: list[str] | None = No
             settings = config.load()
         except config.ConfigError as e:
             print(f"ltowrap: {e}; running the link unchanged", file=sys.stderr)
+            from . import stats
+
+            stats.fallback_now(config.load(strict=False).cache_dir, Reason.CONFIG_ERROR)
             proc.exec_tool(fallback)
     record = log.Record(tool=os.path.basename(real[0]), argv=real + args, start=spans[0][1] if spans else time.time())
     for name, start, end in spans:

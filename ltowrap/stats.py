@@ -23,46 +23,72 @@ if TYPE_CHECKING:
 SHARDS = 16
 STATS_DIR = "stats"
 
-# Zeroable counters: name -> description (shown by `ltowrap stats` and `stats --help`).
-COUNTERS: dict[str, str] = {
-    "links_distributed": "links done as distributed ThinLTO",
-    "links_passthrough": "links with no bitcode input, run unchanged",
-    "links_fallback": "links ltowrap could not distribute, run unchanged (by reason below)",
-    "backend_hits": "backend compiles served from the cache",
-    "backend_misses": "backend compiles run (and stored)",
-    "backend_failures": "backend compiles that failed or wrote an empty object",
-    "backend_waits": "backends another ltowrap process was already making: waited for, not compiled twice",
-    "thinlink_hits": "thin-links skipped: inputs unchanged since a cached thin-link",
-    "thinlink_misses": "thin-links run",
-    "thinlink_waits": "thin-links another ltowrap process was already running: waited for, not run twice",
-    "link_hits": "whole links restored by the link memo: nothing they read had changed",
-    "link_misses": "memoisable links the link memo did not have (linked, then stored)",
-    "link_unmemoised": "links not memoised: they write a file the memo does not model, or an input changed while they ran",
-    "driver_line_hits": "driver links whose link line (clang -###) came from the cache",
-    "driver_line_misses": "driver links whose link line was asked of clang -### (and stored)",
-    "distributor_runs": "job files run for lld's integrated DTLTO (ltowrap-distributor)",
-    "remote_hits": "backend objects served by the remote action cache",
-    "remote_misses": "backend compiles the remote action cache did not have",
-    "remote_executed": "backend compiles run on remote workers",
-    "remote_local": "execute mode: backend compiles the action cache lacked that ran here, beside the workers",
-    "remote_raced": "execute mode: jobs run here and on a worker at once (a straggler); the first result won, the other was cancelled",
-    "remote_errors": "backend compiles the remote could not serve (down, timeout, failed or rejected), run locally",
-    "remote_uploads": "locally compiled objects published to the remote action cache",
-    "remote_upload_errors": "objects that could not be published",
-    "remote_retries": "remote requests asked again after the server said not now (busy, unavailable, aborted)",
-    "backend_uncached": "backend compiles not cached: what they read cannot be told (LTOWRAP_LOG says why)",
-    "verify_checks": "cache hits checked by doing the work again (the verify setting)",
-    "verify_mismatches": "checked hits whose bytes differed from the work done again: the fresh result was used and stored",
-    "bad_entries": "cache entries that failed verification (removed and rebuilt)",
-    "cache_write_errors": "entries that could not be stored (disk full, read-only cache)",
-    "cleanups": "size-limit cleanups run",
-    "files_evicted": "files removed by cleanups",
-}
-FLOAT_COUNTERS: dict[str, str] = {
-    "cpu_saved_seconds": "backend compile time saved by cache hits (seconds, as first measured)",
-}
+# Every counter, one row each: (name, kind, section, label, help). The table drives counting
+# (Stats.add refuses a name that is not in it), `ltowrap stats` (its sections and labels, in
+# this order), `stats --json` and `stats --help`. kind: "count"; "seconds" (a float);
+# "size" (what is on disk: not zeroed, shown as the cache's size and files).
+COUNTERS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("links_distributed", "count", "Links", "Distributed", "links done as distributed ThinLTO"),
+    ("links_passthrough", "count", "Links", "Passed through (no bitcode)", "links with no bitcode input, run unchanged"),
+    ("links_fallback", "count", "Links", "Fallen back",
+     "commands ltowrap could not handle, run unchanged (by reason below): links, and any command a bad setting "
+     "or an internal error of ltowrap's entry passed through"),
+    ("link_hits", "count", "Links", "Restored (link memo)",
+     "whole links restored by the link memo: nothing they read had changed"),
+    ("link_misses", "count", "Links", "Memo misses", "memoisable links the link memo did not have (linked, then stored)"),
+    ("link_unmemoised", "count", "Links", "Not memoised",
+     "links not memoised: they write a file the memo does not model, an input changed while they ran, or what "
+     "they read cannot be told (LTOWRAP_LOG says why)"),
+    ("driver_line_hits", "count", "Links", "Driver line from cache",
+     "driver links whose link line (clang -###) came from the cache"),
+    ("driver_line_misses", "count", "Links", "Driver line asked of clang",
+     "driver links whose link line was asked of clang -### (and stored)"),
+    ("distributor_runs", "count", "Links", "DTLTO job files run",
+     "job files run for lld's integrated DTLTO (ltowrap-distributor)"),
+    ("backend_hits", "count", "Backend compiles", "Hits", "backend compiles served from the cache"),
+    ("backend_misses", "count", "Backend compiles", "Misses", "backend compiles run (and stored)"),
+    ("backend_failures", "count", "Backend compiles", "Failures",
+     "backend compiles that failed or wrote an empty object"),
+    ("backend_waits", "count", "Backend compiles", "Waited for another link",
+     "backends another ltowrap process was already making: waited for, not compiled twice"),
+    ("backend_uncached", "count", "Backend compiles", "Not cached (side inputs)",
+     "backend compiles not cached: what they read cannot be told (LTOWRAP_LOG says why)"),
+    ("cpu_saved_seconds", "seconds", "Backend compiles", "CPU time saved by hits",
+     "backend compile time saved by cache hits (seconds, as first measured)"),
+    ("thinlink_hits", "count", "Thin-links", "Cached (skipped)",
+     "thin-links skipped: inputs unchanged since a cached thin-link"),
+    ("thinlink_misses", "count", "Thin-links", "Run", "thin-links run"),
+    ("thinlink_waits", "count", "Thin-links", "Waited for another link",
+     "thin-links another ltowrap process was already running: waited for, not run twice"),
+    ("remote_hits", "count", "Remote", "Hits (action cache)", "backend objects served by the remote action cache"),
+    ("remote_misses", "count", "Remote", "Misses", "backend compiles the remote action cache did not have"),
+    ("remote_executed", "count", "Remote", "Executed on workers", "backend compiles run on remote workers"),
+    ("remote_local", "count", "Remote", "Compiled here beside them",
+     "execute mode: backend compiles the action cache lacked that ran here, beside the workers"),
+    ("remote_raced", "count", "Remote", "Raced a worker",
+     "execute mode: jobs run here and on a worker at once (a straggler); the first result won, the other was "
+     "cancelled"),
+    ("remote_errors", "count", "Remote", "Errors (compiled here)",
+     "backend compiles the remote could not serve (down, timeout, failed or rejected), run locally"),
+    ("remote_uploads", "count", "Remote", "Published", "locally compiled objects published to the remote action cache"),
+    ("remote_upload_errors", "count", "Remote", "Not published", "objects that could not be published"),
+    ("remote_retries", "count", "Remote", "Retried (server busy)",
+     "remote requests asked again after the server said not now (busy, unavailable, aborted)"),
+    ("verify_checks", "count", "Cache", "Hits verified", "cache hits checked by doing the work again (the verify setting)"),
+    ("verify_mismatches", "count", "Cache", "Hits that differed",
+     "checked hits whose bytes differed from the work done again: the fresh result was used and stored"),
+    ("bad_entries", "count", "Cache", "Bad entries removed", "cache entries that failed verification (removed and rebuilt)"),
+    ("cache_write_errors", "count", "Cache", "Write errors", "entries that could not be stored (disk full, read-only cache)"),
+    ("cleanups", "count", "Cache", "Cleanups", "size-limit cleanups run"),
+    ("files_evicted", "count", "Cache", "Files evicted", "files removed by cleanups"),
+    ("bytes_added", "size", "", "", "bytes stored"),
+    ("files_added", "size", "", "", "files stored"),
+    ("bytes_removed", "size", "", "", "bytes removed"),
+    ("files_removed", "size", "", "", "files removed"),
+)
+KINDS = {name: kind for name, kind, *_ in COUNTERS}
 # Not zeroed by `stats --zero`: they track what is on disk.
-SIZE_COUNTERS = ("bytes_added", "files_added", "bytes_removed", "files_removed")
+SIZE_COUNTERS = tuple(name for name, kind, *_ in COUNTERS if kind == "size")
 
 
 class Stats:
@@ -73,6 +99,8 @@ class Stats:
         self.reasons: dict[str, int] = {}
 
     def add(self, name: str, n: float = 1) -> None:
+        if name not in KINDS:
+            raise ValueError(f"no counter named {name!r} (stats.COUNTERS)")
         self.counts[name] = self.counts.get(name, 0) + n
 
     def fallback(self, reason: Reason) -> None:
@@ -82,6 +110,13 @@ class Stats:
 
     def empty(self) -> bool:
         return not self.counts and not self.reasons
+
+
+def fallback_now(cache_dir: str, reason: Reason) -> None:
+    """Count one command run unchanged for `reason`, from a process that counts nothing else."""
+    counts = Stats()
+    counts.fallback(reason)
+    flush(cache_dir, counts)
 
 
 def reason_text(key: str) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 
 import pytest
 
-from conftest import links, run, wrapper, write
+from conftest import links, run, stats_json, wrapper, write
 
 PROG = {"a.c": "int b(void); int main(void){ return b() == 7 ? 0 : 1; }\n", "b.c": "int b(void){ return 7; }\n"}
 
@@ -86,3 +87,33 @@ def test_every_subcommand_ends_quietly_when_its_reader_goes_away(project, args):
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == -signal.SIGPIPE, (done.returncode, done.stderr)
+
+
+def test_stats_shows_every_counter_of_the_table(tmp_path):
+    """`ltowrap stats` is drawn from stats.COUNTERS: every row's label, every row in --json."""
+    from ltowrap import stats
+
+    env = {**os.environ, "LTOWRAP_REMOTE": "grpc://127.0.0.1:9"}  # the remote section shows too
+    text = subprocess.run([wrapper("ltowrap"), "stats"], env=env, capture_output=True, text=True, check=True).stdout
+    shown = [(name, label) for name, kind, _, label, _ in stats.COUNTERS if kind != "size"]
+    assert [name for name, label in shown if f"  {label}:" not in text] == []
+    data = json.loads(subprocess.run([wrapper("ltowrap"), "stats", "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+    assert {name for name, _ in shown} <= set(data)
+
+
+def test_a_counter_not_in_the_table_is_refused():
+    from ltowrap import stats
+
+    counts = stats.Stats()
+    counts.add("links_distributed")
+    with pytest.raises(ValueError, match="no counter named 'links_distributd'"):
+        counts.add("links_distributd")
+
+
+def test_a_bad_setting_runs_the_command_unchanged_and_is_counted(project, tmp_path, tc22):
+    write(project / "m.c", "int main(void) { return 0; }\n")
+    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "many"}
+    done = run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "m.c", "-o", "m"], project, env=env)
+    assert "LTOWRAP_JOBS" in done.stderr and "passing through" in done.stderr
+    assert stats_json()["fallback_reasons"] == {"config_error": 1}
