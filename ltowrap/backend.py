@@ -26,9 +26,25 @@ from .cmdline import LinkCommand
 from .errors import Reason, Unsupported
 from .fsutil import read_bytes
 from .irmodule import ModuleFacts
+from .magic import ELF
 from .plan import Module
 
 BACKEND_FAILURE = "Error running ThinLTO backend"
+
+
+def unusable(rc: int, obj: bytes, printed: str) -> str:
+    """Why a backend compile's result cannot be used ('' if it can): clang can exit 0 after a
+    fatal ThinLTO error (LLVM issue 75441) and leave an empty object, so its exit code, the
+    object's bytes and what it printed all have a say. For a compile here and a remote one alike."""
+    if rc != 0:
+        return f"exited {rc}"
+    if not obj:
+        return "wrote an empty object"
+    if not obj.startswith(ELF):
+        return "wrote something other than an object file"
+    if BACKEND_FAILURE in printed:
+        return "reported a backend error"
+    return ""
 
 
 def link_options(cmd: LinkCommand) -> list[str]:

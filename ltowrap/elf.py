@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import struct
 
-MAGIC = b"\x7fELF"
+from .magic import ELF
+
 ET_REL = 1
 SHT_NOBITS = 8
 SHN_XINDEX = 0xFFFF
@@ -40,7 +41,7 @@ _LAYOUT = {
 
 def is_relocatable(head: bytes) -> bool:
     """Is this the start of an ELF relocatable object (ET_REL), as lld's file_magic sees it?"""
-    if len(head) < 18 or not head.startswith(MAGIC) or head[5] not in (1, 2):
+    if len(head) < 18 or not head.startswith(ELF) or head[5] not in (1, 2):
         return False
     return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == ET_REL
 

@@ -610,9 +610,9 @@ class Executor:
                 obj = f.read()
         except OSError:
             obj = b""
-        if rc != 0 or not obj or backend.BACKEND_FAILURE in out:
+        why = backend.unusable(rc, obj, out)
+        if why:
             self.cache.stats.add("backend_failures")
-            why = f"exited {rc}" if rc else "wrote an empty object" if not obj else "reported a backend error"
             return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}", Reason.BACKEND_FAILED)
         self._warnings(job, out)
         if key is None:

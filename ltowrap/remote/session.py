@@ -31,8 +31,6 @@ from .client import Client, Endpoint, Key, RemoteError, Running, digest, key_of
 if TYPE_CHECKING:
     from ..config import Settings
 
-ELF = b"\x7fELF"
-
 
 @dataclass(frozen=True)
 class Work:
@@ -68,17 +66,6 @@ class Reply:
     action: str = ""  # the action digest, for the log
     served: Served | None = None
     error: str = ""
-
-
-def _object(data: bytes, stderr: str) -> str:
-    """Why a remote output cannot be used as a backend object ('' if it can)."""
-    if not data:
-        return "empty object"
-    if not data.startswith(ELF):
-        return "not an object file"
-    if backend.BACKEND_FAILURE in stderr:
-        return "the compile reported a backend error"
-    return ""
 
 
 @dataclass
@@ -256,7 +243,7 @@ class Session:
         if not stderr and result.stderr_digest.size_bytes:
             stderr = self.client.read((result.stderr_digest.hash, result.stderr_digest.size_bytes)).decode(
                 "utf-8", "replace")
-        why = _object(data, stderr)
+        why = backend.unusable(0, data, stderr)
         if why:
             return None, f"rejected the remote result: {why}"
         meta = result.execution_metadata
