@@ -157,11 +157,13 @@ def _choice(*allowed: str) -> Callable[[object], str]:
 class Setting(_Row):  # type: ignore[valid-type,misc]
     """One row of the table; on a Settings instance, the attribute reads that setting's value."""
 
-    def __init__(self, default: Any, parse: Callable[[object], Any], doc: str, old_env: tuple[str, ...] = ()) -> None:
+    def __init__(self, default: Any, parse: Callable[[object], Any], doc: str, old_env: tuple[str, ...] = (),
+                 output: bool = False) -> None:
         self.default = default
         self.parse = parse
         self.doc = doc
         self.old_env = old_env  # spellings released before the LTOWRAP_<NAME> rule; still read
+        self.output = output  # it changes what a link writes: every key of a whole link holds it
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -194,10 +196,12 @@ class Settings:
     disable = Setting(False, parse_bool, "pass every command through unchanged")
     log = Setting("", _str, "append one JSON line per link to this file")
     lto = Setting("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld")
-    backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's")
+    backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's",
+                           output=True)
     memo = Setting(True, parse_bool, "restore a whole link from the cache when nothing it read changed (the link memo)")
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
-    clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)")
+    clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)",
+                    output=True)
     keep = Setting(False, parse_bool, "keep each link's temporary directory")
     verify = Setting(0.0, _fraction, "share of cache hits checked by doing the work again (a backend hit recompiled, "
                      "a restored link relinked) and comparing bytes; a mismatch takes the fresh result and replaces "
@@ -247,6 +251,11 @@ def rows() -> Iterator[Setting]:
 
 
 ROWS: dict[str, Setting] = {row.name: row for row in rows()}
+
+
+def output_values(settings: Settings) -> list[tuple[str, str]]:
+    """(name, value) of every setting that changes what a link writes (the `output` column)."""
+    return [(name, str(settings._values[name])) for name, row in ROWS.items() if row.output]
 
 
 # --- where things are -------------------------------------------------------------------------------

@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from .config import Settings
     from .driverline import Checks
 
-MISSING = cachekey.MISSING
-digest = cachekey.file_digest
-# The settings that change a link's output (linkmemo.prepare keys them too).
-OUTPUT_SETTINGS = ("backend_opts", "clang")
 # The environment variables a driver link's output depends on: the driver's, the backends', lld's.
 LINK_ENV = tuple(dict.fromkeys(toolchain.DRIVER_ENV + toolchain.BACKEND_ENV + toolchain.LINKER_ENV))
 
@@ -123,7 +119,7 @@ class Lane:
             return None
         if cachekey.stamp(stamped) != stamp or any(os.path.isfile(p) for p in absent):
             return None
-        if any(digest(path) != d for path, d in (*configs, *files)):
+        if any(cachekey.file_digest(path) != d for path, d in (*configs, *files)):
             return None
         result = cache.get(LINKS, result_key)
         if result is None:
@@ -159,5 +155,5 @@ def lane(real: list[str], args: list[str], real_ld: str, settings: Settings) -> 
     if os.path.realpath(clang) != tools[0]:  # another backend clang than the driver: its files too
         tools += toolchain.compiler_files(clang)
     key = cachekey.link_direct_key(real + args, os.getcwd(), toolchain.env_values(LINK_ENV), cachekey.stamp(tools),
-                                   [(name, str(getattr(settings, name))) for name in OUTPUT_SETTINGS])
+                                   config.output_values(settings))
     return Lane(settings.cache_dir, key, args)

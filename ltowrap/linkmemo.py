@@ -36,7 +36,7 @@ from . import cachekey, config, depfile, fsutil, toolchain
 from .cache import LINKS, Cache
 from .cmdline import LinkCommand
 from .jobrun import JobRun
-from .linkdirect import MISSING, OUTPUT_SETTINGS, Lane, digest, result_layout, write_outputs
+from .linkdirect import Lane, result_layout, write_outputs
 from .magic import THIN_ARCHIVE, read_head
 
 TYPE_CHECKING = False
@@ -100,7 +100,7 @@ class Memo:
 
         def digest_of(path: str) -> str:
             if path not in digests:
-                digests[path] = digest(path)
+                digests[path] = cachekey.file_digest(path)
             return digests[path]
 
         for files in self._manifests():
@@ -218,15 +218,15 @@ class Memo:
             try:
                 st = os.stat(path)
             except OSError:
-                files.append((path, MISSING))
+                files.append((path, cachekey.MISSING))
                 continue
             if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
                 return None
-            files.append((path, digest(path)))
+            files.append((path, cachekey.file_digest(path)))
         # Option records are touched on every use (records.load), so their times say nothing;
         # a compile replaces one whole (atomic rename), and its contents are what counts.
         kept = {records.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
-        return files + sorted((path, digest(path)) for path in kept)
+        return files + sorted((path, cachekey.file_digest(path)) for path in kept)
 
     def _write(self, meta: dict, payload: bytes) -> bool:
         """Write the outputs and replay the output; False if the entry does not fit this link."""
@@ -246,7 +246,7 @@ def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand,
     if outs is None:
         return Memo(run.cache, "", command, None, real + args)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
-    settings = {name: str(getattr(run.settings, name)) for name in OUTPUT_SETTINGS} | {"clang": clang}
+    settings = dict(config.output_values(run.settings)) | {"clang": clang}  # the clang it resolves to
     key = cachekey.link_memo_key(
         cachekey.linker_identity(real[0]), run.compiler_identity(clang),
         toolchain.env_values(toolchain.BACKEND_ENV + toolchain.LINKER_ENV), cwd, real + args,
