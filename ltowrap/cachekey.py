@@ -60,9 +60,9 @@ class ModuleDigests:
     kept there (c/), under the module's digest: each module version is parsed once.
     (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
-    def __init__(self, known: dict[str, str] | None = None, memo: Cache | None = None) -> None:
+    def __init__(self, known: dict[str, str] | None = None, cache: Cache | None = None) -> None:
         self.known = dict(known or {})
-        self.memo = memo
+        self.cache = cache
         self.interfaces: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
@@ -76,21 +76,21 @@ class ModuleDigests:
             from .cache import TOOLCHAINS
 
             key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
-            entry = self.memo.get(TOOLCHAINS, key) if self.memo is not None else None
+            entry = self.cache.get(TOOLCHAINS, key) if self.cache is not None else None
             if entry is not None:
                 self.interfaces[path] = entry.payload.decode()
             else:
                 found = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
-                if self.memo is not None:
-                    self.memo.put(TOOLCHAINS, key, {}, found.encode())
+                if self.cache is not None:
+                    self.cache.put(TOOLCHAINS, key, {}, found.encode())
                 self.interfaces[path] = found
         return self.interfaces[path]
 
 
-def file_digests(known: dict[str, str] | None = None, memo: Cache | None = None) -> ModuleDigests:
+def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None) -> ModuleDigests:
     """A memoised path -> digest of the file's bytes, seeded with digests already known;
-    module interfaces also kept in `memo`'s cache."""
-    return ModuleDigests(known, memo)
+    module interfaces also kept in `cache`."""
+    return ModuleDigests(known, cache)
 
 
 class Hasher:
@@ -121,7 +121,7 @@ class Hasher:
 # --- the tools -----------------------------------------------------------------------------------
 
 
-def compiler_identity(clang: str, memo: Cache) -> str:
+def compiler_identity(clang: str, cache: Cache) -> str:
     """`clang --version`, the stat identity of the compiler's binaries and the contents of its
     config files (toolchain.compiler_files).
 
@@ -133,12 +133,12 @@ def compiler_identity(clang: str, memo: Cache) -> str:
     from .cache import TOOLCHAINS
 
     key = digest_bytes(stamp(toolchain.compiler_files(clang)).encode())
-    entry = memo.get(TOOLCHAINS, key)
+    entry = cache.get(TOOLCHAINS, key)
     if entry is not None:
         return entry.payload.decode()
     configs = "".join(f"config {p} {file_digest(p)}\n" for p in toolchain.compiler_configs(clang))
     identity = f"{stamp(toolchain.compiler_binaries(clang))}\0{configs}\0{toolchain.version_text(clang)}"
-    memo.put(TOOLCHAINS, key, {}, identity.encode())
+    cache.put(TOOLCHAINS, key, {}, identity.encode())
     return identity
 
 

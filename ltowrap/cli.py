@@ -1,4 +1,5 @@
-"""`ltowrap`: statistics, cache maintenance, configuration and the shim directory."""
+"""`ltowrap`'s subcommands: statistics, cache maintenance, configuration, the shim directory, the
+setup check, key dumps, verify, the trace and the report of a build, and DTLTO job files."""
 
 from __future__ import annotations
 

@@ -27,14 +27,6 @@ NOT_LINK_PREFIXES = ("-print-prog-name=", "-print-file-name=", "--print-", "-pri
 SOURCE_EXTENSIONS = frozenset(".c .cc .cp .cpp .cxx .c++ .C .CC .CPP .i .ii .m .mm".split())
 
 
-def split_joined(arg: str) -> tuple[str, str | None]:
-    """'-o' -> ('-o', None); '-ofoo' and '--output=foo' -> ('-o', 'foo') style splits."""
-    if arg.startswith("--") and "=" in arg:
-        name, _, value = arg.partition("=")
-        return name, value
-    return arg, None
-
-
 def walk(args: list[str]):
     """Yield (option, value, is_input) over a driver argv, taking values of TAKES_ARG options."""
     i = 0

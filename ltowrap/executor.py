@@ -169,7 +169,7 @@ class Executor:
     outcomes: list[Outcome] = field(default_factory=list)
     _unserved: dict[str, str] = field(default_factory=dict)  # job output -> why the remote did not serve it
     _unrecorded: set[str] = field(default_factory=set)  # job outputs of modules without a record
-    output: dict[str, str] = field(default_factory=dict)  # job output -> what its compiler printed (warnings)
+    printed: dict[str, str] = field(default_factory=dict)  # job output -> what its compile printed (warnings)
     _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
     _waited: set[str] = field(default_factory=set)  # outputs whose key another process was making
     _sendable: dict[str, Work] = field(default_factory=dict)  # execute mode: job output -> its remote work
@@ -240,7 +240,7 @@ class Executor:
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if o.job.output in self._unrecorded else None,
-                                       output=self.output.get(o.job.output), waited=o.waited or None,
+                                       output=self.printed.get(o.job.output), waited=o.waited or None,
                                        raced=o.job.output in self._raced or None,
                                        uncached=self.side[o.job.output].unknown or None
                                        if o.job.output in self.side else None,
@@ -644,14 +644,14 @@ class Executor:
         kind, so it goes to the log, to stderr only when the link fails or when verbose."""
         if not text:
             return
-        self.output[job.output] = text
+        self.printed[job.output] = text
         if self.res.verbose:
             sys.stderr.write(text)
 
     def warnings_text(self) -> str:
         """Every backend's kept output, each under the module it came from."""
-        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{self.output[o.job.output]}"
-                       for o in self.outcomes if o.job.output in self.output)
+        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{self.printed[o.job.output]}"
+                       for o in self.outcomes if o.job.output in self.printed)
 
 
 @contextmanager

@@ -278,10 +278,11 @@ def shims_for(path: str, cwd: Path) -> Path:
 
 
 def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_path, tc22):
-    """`PATH=$(ltowrap shims):$PATH make CC=clang-19` must not bypass ltowrap for a version it had no list entry for.
+    """`PATH=$(ltowrap shims):$PATH make CC=clang-N` must not bypass ltowrap for a version it had no list entry for.
 
-    "Installing" clang 19 here puts LLVM 22's clang and ld.lld on PATH as clang-19,
-    clang++-19 and ld.lld-19, the way Debian's versioned names point into /usr/lib/llvm-N.
+    "Installing" clang N (a version this machine does not have) puts LLVM 22's clang and
+    ld.lld on PATH as clang-N, clang++-N and ld.lld-N, the way Debian's versioned names
+    point into /usr/lib/llvm-N.
     """
     path = os.environ["PATH"]
     before = shims_for(path, project)
@@ -290,22 +291,23 @@ def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_
     assert {"clang", "clang++", "ld.lld"} | on_machine <= {p.name for p in before.iterdir()}
     assert {f"clang-{tc22.version}", f"ld.lld-{tc22.version}"} <= on_machine  # Debian's names, so the check means something
 
-    llvm19 = tmp_path / "llvm-19" / "bin"
-    llvm19.mkdir(parents=True)
-    for name, real in (("clang-19", tc22.clang), ("clang++-19", tc22.clangxx), ("ld.lld-19", tc22.lld)):
-        (llvm19 / name).symlink_to(real)
-    with_19 = f"{llvm19}{os.pathsep}{path}"
-    shims = shims_for(with_19, project)
-    assert {"clang-19", "clang++-19", "ld.lld-19"} <= {p.name for p in shims.iterdir()}
-    assert "clang-19" not in {p.name for p in before.iterdir()}  # a directory once made is never changed
+    n = next(v for v in range(23, 100) if f"clang-{v}" not in on_machine)
+    later = tmp_path / f"llvm-{n}" / "bin"
+    later.mkdir(parents=True)
+    for name, real in ((f"clang-{n}", tc22.clang), (f"clang++-{n}", tc22.clangxx), (f"ld.lld-{n}", tc22.lld)):
+        (later / name).symlink_to(real)
+    with_later = f"{later}{os.pathsep}{path}"
+    shims = shims_for(with_later, project)
+    assert {f"clang-{n}", f"clang++-{n}", f"ld.lld-{n}"} <= {p.name for p in shims.iterdir()}
+    assert f"clang-{n}" not in {p.name for p in before.iterdir()}  # a directory once made is never changed
 
     sources(project)
     want = expected_output(project, tc22)
-    assert build_through("clang-19", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_19}"}) == want
+    assert build_through(f"clang-{n}", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_later}"}) == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
-    shutil.rmtree(llvm19)  # uninstalled: no shim is left that would find nothing
-    assert "clang-19" not in {p.name for p in shims_for(with_19, project).iterdir()}
+    shutil.rmtree(later)  # uninstalled: no shim is left that would find nothing
+    assert f"clang-{n}" not in {p.name for p in shims_for(with_later, project).iterdir()}
 
 
 def test_disable_is_pure_passthrough(project, tmp_path, tc):

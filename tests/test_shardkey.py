@@ -346,10 +346,10 @@ def test_interfaces_are_kept_in_the_cache(tc22, tmp_path, monkeypatch):
     write(tmp_path / "b.c", DECL["b.c"])
     run([tc22.clang, "-O2", "-flto=thin", "-c", "b.c"], tmp_path)
     cache = Cache(str(tmp_path / "cache"), Stats())
-    first = cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o"))
+    first = cachekey.file_digests(cache=cache).interface(str(tmp_path / "b.o"))
 
     def no_parse(module: bytes) -> str:
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(shardkey, "module_interface", no_parse)
-    assert cachekey.file_digests(memo=cache).interface(str(tmp_path / "b.o")) == first
+    assert cachekey.file_digests(cache=cache).interface(str(tmp_path / "b.o")) == first
