@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from .cache import Cache
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-10"
+FORMAT_VERSION = "ltowrap-cache-11"
 MISSING = "missing"  # the digest of a file that is not there
 
 

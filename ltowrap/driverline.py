@@ -17,7 +17,7 @@ tests/test_driverline.py holds the model to what the driver really probes (strac
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 from dataclasses import dataclass
 
@@ -48,11 +48,11 @@ class Checks:
         return cachekey.stamp(self.stamped) == self.stamp and all(cachekey.file_digest(p) == d
                                                                      for p, d in self.configs)
 
-    def to_json(self) -> dict:
+    def to_data(self) -> dict:
         return {"stamped": list(self.stamped), "stamp": self.stamp, "configs": [list(c) for c in self.configs]}
 
     @classmethod
-    def from_json(cls, data: dict) -> Checks:
+    def from_data(cls, data: dict) -> Checks:
         return cls(tuple(str(p) for p in data["stamped"]), str(data["stamp"]),
                    tuple((str(p), str(d)) for p, d in data["configs"]))
 
@@ -84,7 +84,7 @@ def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: st
         found = run_driver(real, args, real_ld)
         if found is not None:
             line = Line(found[0], checks_of(found[0], args, real[0], found[1]))
-            cache.put(DRIVER_LINES, key, {}, json.dumps({"argv": line.argv, "checks": line.checks.to_json()}).encode())
+            cache.put(DRIVER_LINES, key, {}, marshal.dumps({"argv": line.argv, "checks": line.checks.to_data()}))
     cache.close()
     stats.flush(cache_dir, counts)
     return line
@@ -95,9 +95,9 @@ def _cached(cache: Cache, key: str) -> Line | None:
     if entry is None:
         return None
     try:
-        data = json.loads(entry.payload)
-        line = Line([str(a) for a in data["argv"]], Checks.from_json(data["checks"]))
-    except (ValueError, KeyError, TypeError):
+        data = marshal.loads(entry.payload)
+        line = Line([str(a) for a in data["argv"]], Checks.from_data(data["checks"]))
+    except (ValueError, KeyError, TypeError, EOFError):
         cache.stats.add("bad_entries")
         return None
     return line if line.checks.hold() else None

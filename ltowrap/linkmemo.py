@@ -27,7 +27,7 @@ makes it unmemoised too: its manifest could name contents the link never saw.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import sys
 from dataclasses import dataclass
@@ -157,7 +157,7 @@ class Memo:
             return None
         self._store_direct(files, result_key)
         manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
-        self.cache.put(LINKS, self.key, {}, json.dumps(manifests).encode())
+        self.cache.put(LINKS, self.key, {}, marshal.dumps(manifests))
         return None
 
     def _check(self, payload: bytes) -> None:
@@ -187,8 +187,8 @@ class Memo:
         if entry is None:
             return []
         try:
-            manifests = [[(str(p), str(d)) for p, d in m] for m in json.loads(entry.payload)]
-        except (ValueError, TypeError):
+            manifests = [[(str(p), str(d)) for p, d in m] for m in marshal.loads(entry.payload)]
+        except (ValueError, TypeError, EOFError):
             if count:
                 self.cache.stats.add("bad_entries")
             return []
