@@ -58,8 +58,8 @@ def synthetic(where: Path, n: int, llvm: Path) -> None:
 class Under(cachekey.ModuleDigests):
     """Module paths relative to the link's directory."""
 
-    def __init__(self, cwd: Path, memo: Cache) -> None:
-        super().__init__(memo=memo)
+    def __init__(self, cwd: Path, cache: Cache) -> None:
+        super().__init__(cache=cache)
         self.cwd = cwd
 
     def __call__(self, path: str) -> str:
@@ -74,12 +74,12 @@ def measure(where: Path) -> dict:
     shards = [(p, m) for p, m in shards if "(" not in m and p.stat().st_size > 0]
     data = [(p.read_bytes(), m) for p, m in shards]
     with tempfile.TemporaryDirectory(prefix="ltowrap-shardcost-cache-") as d:
-        memo = Cache(d, Stats())
-        return {"cold": once(where, data, memo), "warm": once(where, data, memo)}
+        cache = Cache(d, Stats())
+        return {"cold": once(where, data, cache), "warm": once(where, data, cache)}
 
 
-def once(where: Path, data: list[tuple[bytes, str]], memo: Cache) -> dict:
-    digests = Under(where, memo)
+def once(where: Path, data: list[tuple[bytes, str]], cache: Cache) -> dict:
+    digests = Under(where, cache)
     per: list[float] = []
     start = time.perf_counter()
     declared = 0
