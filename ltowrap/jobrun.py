@@ -96,7 +96,11 @@ class JobRun:
             executor.fill(self.record)
 
     def finish(self, cleanup: bool) -> None:
+        import resource
+
         self.record.end = self.record.end or time.time()
+        me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.record.cpu = {"self": round(me.ru_utime + me.ru_stime, 3), "children": round(tools.ru_utime + tools.ru_stime, 3)}
         self.cache.close()
         if cleanup:
             try:

@@ -56,6 +56,7 @@ class Record:
     phases: dict[str, float] = field(default_factory=dict)
     spans: list[list] = field(default_factory=list)  # [phase, start, end], in the order they ran (ltowrap trace)
     jobs: int | None = None  # the backend compiles this link could run at once
+    cpu: dict[str, float] | None = None  # CPU seconds: ltowrap's own ("self") and the tools it ran ("children")
     backends: list[Backend] = field(default_factory=list)
     backend_compiles: int = 0
     backend_hits: int = 0

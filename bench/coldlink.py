@@ -1,0 +1,195 @@
+"""Where a cold link's time goes, against in-process ThinLTO and the floor of distributing it.
+
+    .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400]
+
+For each project the objects are built once through ltowrap (so every module has its option
+record), and then, repetition by repetition and alternating, the main binary's link line runs:
+
+  in-process  the same line with the real clang: lld's in-process ThinLTO, --thinlto-jobs=2
+  ltowrap     the line through ltowrap, LTOWRAP_JOBS=2, on an empty cache (the records copied in)
+
+The floor of a distributed link on this machine is in-process + modules x (one backend
+clang on an empty module) / 2: a backend compile pays a process start that in-process
+ThinLTO does not. Everything above it is ltowrap's own. From LTOWRAP_LOG each ltowrap link
+gives its phases (driver line, memo lookup, plan, thin-link, keys and cache lookups, backends,
+final link, memo store), its CPU (ltowrap's own Python, and the tools it ran), the time
+between the thin-link's end and the first backend's start, and the slot time left idle
+while compiles were waiting to start.
+
+Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
+calling each other, bench/shardkey_cost.py's generator). Writes bench/results/<date>-coldlink.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.run import BENCH, PROJECTS, SCRIPTS, Bench, Config, clean_env, measure  # noqa: E402
+from bench.shardkey_cost import synthetic  # noqa: E402
+from integration import debsrc  # noqa: E402
+
+JOBS = 2
+LLVM = Path("/usr/lib/llvm-22/bin")
+
+
+def empty_backend_seconds(tmp: Path, runs: int = 30) -> float:
+    """The median wall time of one backend compile of an empty module (the process start)."""
+    (tmp / "e.c").write_text("")
+    subprocess.run([str(LLVM / "clang"), "-O2", "-flto=thin", "-c", "e.c", "-o", "e.o"], cwd=tmp, check=True)
+    subprocess.run([str(LLVM / "ld.lld"), "--thinlto-index-only", "e.o", "-o", "e", "-e", "0"], cwd=tmp, check=True)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([str(LLVM / "clang"), "-c", "-x", "ir", "e.o", "-fthinlto-index=e.o.thinlto.bc", "-O2",
+                        "-o", "eo.o"], cwd=tmp, check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
+    """Slot time left unused while some compile of the link had not started yet."""
+    compiled = [b for b in backends if b["source"] == "compiled"]
+    if not compiled:
+        return 0.0
+    events = sorted([(b["start"], 1) for b in compiled] + [(b["end"], -1) for b in compiled])
+    last_start = max(b["start"] for b in compiled)
+    idle, running, t_prev = 0.0, 0, events[0][0]
+    for t, step in events:
+        if t_prev < last_start:
+            idle += max(0, jobs - running) * (min(t, last_start) - t_prev)
+        running += step
+        t_prev = t
+    return idle
+
+
+def breakdown(record: dict) -> dict:
+    spans = {}
+    for name, start, end in record.get("spans", []):
+        spans[name] = round(spans.get(name, 0) + end - start, 4)
+    thin_end = max((e for n, s, e in record.get("spans", []) if n == "thin-link"), default=None)
+    first = min((b["start"] for b in record["backends"] if b["source"] == "compiled"), default=None)
+    return {"wall": round(record["end"] - record["start"], 4), "phases": spans, "cpu": record.get("cpu"),
+            "to_first_backend": round(first - thin_end, 4) if first is not None and thin_end is not None else None,
+            "idle_slot_seconds": round(idle_slot_seconds(record["backends"], record.get("jobs") or JOBS), 4),
+            "modules": record["modules"], "compiled": record["backend_compiles"]}
+
+
+def prepare_project(name: str, tmp: Path, modules: int) -> tuple[Path, str, dict[str, str]]:
+    """(the directory the link line runs in, the link line, ltowrap's environment with its records)."""
+    cache = tmp / "build-cache"
+    env = clean_env(cache) | {"LTOWRAP_JOBS": str(JOBS)}
+    if name == "synthetic":
+        where = tmp / "synthetic"
+        where.mkdir()
+        synthetic(where, modules, LLVM)  # compiled by clang itself: records come from the link's own flags
+        objects = " ".join(["main.o", *(f"m{i}.o" for i in range(modules))])
+        return where, f"{SCRIPTS / 'ltowrap-clang'} -O2 -fuse-ld=lld {objects} -o prog", env
+    project = PROJECTS[name]
+    tree = debsrc.fetch(project.package).unpack(tmp / project.package)
+    project.prepare(tree)
+    config = Config("ltowrap", str(SCRIPTS / "ltowrap-clang"), "-O2 -flto=thin", "-fuse-ld=lld")
+    bench = Bench(project, config, tree, env, tmp / "build.out")
+    bench.build()
+    return tree / project.make_dir, bench.link_command(), env
+
+
+def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) -> dict:
+    where, line, env = prepare_project(name, tmp, a.modules)
+    words = shlex.split(line)
+    inproc = [str(LLVM / "clang"), *words[1:], f"-Wl,--thinlto-jobs={JOBS}"]
+    output = tmp / f"{name}.out"
+    rows = []
+    for rep in range(a.reps):
+        for which in (("inproc", "ltowrap") if rep % 2 == 0 else ("ltowrap", "inproc")):
+            out = words[words.index("-o") + 1]
+            (where / out).unlink(missing_ok=True)
+            if which == "inproc":
+                run = measure(inproc, where, env, output)
+                rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu})
+                continue
+            cold = tmp / f"cold-{rep}"
+            shutil.rmtree(cold, ignore_errors=True)
+            cold.mkdir()
+            records = Path(env["LTOWRAP_CACHE_DIR"]) / "r"
+            if records.exists():
+                shutil.copytree(records, cold / "r")
+            log = tmp / f"{name}-{rep}.log"
+            run = measure(words, where, env | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)}, output)
+            record = [json.loads(x) for x in log.read_text().splitlines()][-1]
+            if record["decision"] != "distributed":
+                raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
+            rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record)})
+    modules = next(r["modules"] for r in rows if r["config"] == "ltowrap")
+    inproc_wall = statistics.median(r["wall"] for r in rows if r["config"] == "inproc")
+    ltowrap_rows = [r for r in rows if r["config"] == "ltowrap"]
+    floor = inproc_wall + modules * floor_unit / JOBS
+    phases = sorted({p for r in ltowrap_rows for p in r["phases"]})
+    return {"project": name, "modules": modules, "inproc": inproc_wall,
+            "ltowrap": statistics.median(r["wall"] for r in ltowrap_rows), "floor": floor,
+            "phases": {p: statistics.median(r["phases"].get(p, 0) for r in ltowrap_rows) for p in phases},
+            "to_first_backend": statistics.median(r["to_first_backend"] or 0 for r in ltowrap_rows),
+            "idle_slot_seconds": statistics.median(r["idle_slot_seconds"] for r in ltowrap_rows),
+            "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
+            "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
+            "samples": rows}
+
+
+def table(results: list[dict], floor_unit: float) -> str:
+    lines = [f"empty-module backend: {1000 * floor_unit:.1f} ms (median of 30); floor = in-process + "
+             f"modules x that / {JOBS}", "",
+             "| link | modules | in-process s | floor s | ltowrap s | vs floor | thin-link end -> first backend s "
+             "| idle slot s | ltowrap's Python CPU s | tools' CPU s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['project']} | {r['modules']} | {r['inproc']:.2f} | {r['floor']:.2f} | {r['ltowrap']:.2f} | "
+                     f"{r['ltowrap'] / r['floor']:.3f}x | {r['to_first_backend']:.2f} | {r['idle_slot_seconds']:.2f} | "
+                     f"{r['cpu_self']:.2f} | {r['cpu_children']:.2f} |")
+    lines += ["", "Phases (medians, s):", ""]
+    for r in results:
+        lines.append(f"- {r['project']}: " + ", ".join(f"{p} {v:.2f}" for p, v in r["phases"].items()))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--project", nargs="+", default=["lua", "redis", "synthetic"],
+                   choices=["lua", "redis", "synthetic"])
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--modules", type=int, default=400, help="modules of the synthetic link")
+    p.add_argument("--out", type=Path, default=BENCH / "results")
+    a = p.parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc).astimezone()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="ltowrap-coldlink-") as d:
+        tmp = Path(d)
+        unit = empty_backend_seconds(tmp)
+        results = []
+        for name in a.project:
+            (tmp / name).mkdir()
+            results.append(one_project(name, a, tmp / name, unit))
+    text = table(results, unit)
+    head = (f"## Cold links against their floor, {started:%Y-%m-%d %H:%M}\n\n`.venv/bin/python bench/coldlink.py "
+            f"{' '.join(sys.argv[1:])}` on {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end; {a.reps} alternating pairs, medians\n\n")
+    print(head + text)
+    stamp = started.strftime("%Y-%m-%d-%H%M")
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / f"{stamp}-coldlink.md").write_text(head + text + "\n")
+    (a.out / f"{stamp}-coldlink.json").write_text(json.dumps({"empty_backend": unit, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
