@@ -90,7 +90,7 @@ def breakdown(record: dict) -> dict:
 def prepare_project(name: str, tmp: Path, modules: int) -> tuple[Path, str, dict[str, str]]:
     """(the directory the link line runs in, the link line, ltowrap's environment with its records)."""
     cache = tmp / "build-cache"
-    env = clean_env(cache) | {"LTOWRAP_JOBS": str(JOBS)}
+    env = clean_env(cache) | {"LTOWRAP_JOBS": str(JOBS), "LTOWRAP_CLANG": str(LLVM / "clang")}
     if name == "synthetic":
         where = tmp / "synthetic"
         where.mkdir()
