@@ -15,6 +15,11 @@ int main(int argc, char **argv) {
     Shape *right = reinterpret_cast<Shape *>(static_cast<void *>(make_shape(1, 5)));
     std::printf("right area %.1f\n", right->area());
   }
+  if (argc > 1 && std::strcmp(argv[1], "bad-icall") == 0) {
+    Op wrong = reinterpret_cast<Op>(&other);  // not an int(int): CFI traps here
+    std::printf("wrong op %d\n", wrong(3));
+  }
+  std::printf("op %d\n", op(argc > 2)(7));
   for (Shape *s : shapes) delete s;
   return 0;
 }

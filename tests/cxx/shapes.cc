@@ -20,6 +20,11 @@ Account::~Account() {}
 double Account::balance() const { return money; }
 Account *make_account() { return new Account; }
 
+static int twice(int x) { return 2 * x; }
+static int thrice(int x) { return 3 * x; }
+Op op(int which) { return which ? thrice : twice; }
+double other(double x) { return x / 2; }
+
 double total_area(Shape *const *shapes, int n) {
   double t = 0;
   for (int i = 0; i < n; i++) t += shapes[i]->area();

@@ -39,6 +39,12 @@ struct Account {
   double money = 42;
 };
 
+// Indirect calls through function pointers: CFI checks them against a jump table of the
+// functions of that type (cfi-icall); `other` has another type.
+using Op = int (*)(int);
+Op op(int which);
+double other(double);
+
 Shape *make_shape(int kind, double size);
 Account *make_account();
 double total_area(Shape *const *shapes, int n);
