@@ -128,7 +128,8 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     if regular and not (os.path.exists(full_obj) and os.path.getsize(full_obj) > 0):
         raise Unsupported(Reason.THINLINK_OUTPUT, "no object for the regular-LTO modules")
     full = read_bytes(full_obj) if regular else None
-    # lld 14 writes no --why-extract for an index-only link (22 does): no extractions known.
+    # lld 22 writes --why-extract for an index-only link; 14, 15, 16 and 19 (tried) write none:
+    # there no extractions are known, and the final link extracts what its objects reference.
     extractions = _extractions(read_bytes(why_extract).decode("utf-8", "surrogateescape"), by_path) \
         if os.path.exists(why_extract) else ()
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)

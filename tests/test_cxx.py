@@ -275,7 +275,7 @@ def test_cxx_program(libstdcxx, tc, tmp_path):
         assert forms.runs("prog", *args).stdout == forms.runs("ref", *args).stdout
         assert forms.runs("prog", *args).stdout.startswith(first + "\n")
     if libstdcxx == "static" and tc.version == 14:
-        # lld 14 writes no --why-extract in an index-only link, so the final link extracts what
+        # lld 14 (to 19) writes no --why-extract in an index-only link, so the final link extracts what
         # its objects reference: not pure.o, which in-process lld 14 extracted for Item's vtable
         # before LTO removed it (lld 22 tells: thinlink.py, finallink.extraction_object).
         r = fidelity.compare(forms.dir / "prog", forms.dir / "ref", OBJDUMP)
