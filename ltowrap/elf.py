@@ -101,7 +101,8 @@ def undefined_references(names: list[str], like: bytes) -> bytes:
     if like[:4] != MAGIC or like[4] not in _LAYOUT or like[5] not in (1, 2):
         raise BadElf("not an ELF object")
     wide, order = like[4] == 2, "<" if like[5] == 1 else ">"
-    machine, flags = struct.unpack_from(order + "H", like, 0x12)[0], struct.unpack_from(order + "I", like, 0x30 if wide else 0x24)[0]
+    machine = struct.unpack_from(order + "H", like, 0x12)[0]
+    flags = struct.unpack_from(order + "I", like, 0x30 if wide else 0x24)[0]
     encoded = [n.encode("utf-8", "surrogateescape") + b"\0" for n in names]
     strtab = b"\0" + b"".join(encoded)
     offsets, at = [], 1
@@ -109,11 +110,12 @@ def undefined_references(names: list[str], like: bytes) -> bytes:
         offsets.append(at)
         at += len(e)
     sym = order + ("IBBHQQ" if wide else "IIIBBH")
+    global_undefined = 0x10  # st_info STB_GLOBAL, STT_NOTYPE; st_shndx SHN_UNDEF (0)
     symtab = b"\0" * struct.calcsize(sym) + b"".join(
-        struct.pack(sym, off, 0x10, 0, 0, 0, 0) if wide else struct.pack(sym, off, 0, 0, 0x10, 0, 0)  # GLOBAL NOTYPE UNDEF
+        struct.pack(sym, off, global_undefined, 0, 0, 0, 0) if wide else struct.pack(sym, off, 0, 0, global_undefined, 0, 0)
         for off in offsets)
     shstrtab = b"\0.strtab\0.symtab\0.shstrtab\0"
-    header_size, section_size = (64, 64) if wide else (52, 40)
+    header_size = 64 if wide else 52
     body = bytearray(header_size)
     placed = []
     for blob, align in ((strtab, 1), (symtab, 8 if wide else 4), (shstrtab, 1)):
@@ -125,7 +127,7 @@ def undefined_references(names: list[str], like: bytes) -> bytes:
     shdr = order + _LAYOUT[like[4]][5]
     sections = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
                 (1, 3, 0, 0, *placed[0], 0, 0, 1, 0),  # .strtab: SHT_STRTAB
-                (9, 2, 0, 0, *placed[1], 1, 1, 8 if wide else 4, struct.calcsize(sym)),  # .symtab: link .strtab, 1 local
+                (9, 2, 0, 0, *placed[1], 1, 1, 8 if wide else 4, struct.calcsize(sym)),  # .symtab; 1 local
                 (17, 3, 0, 0, *placed[2], 0, 0, 1, 0)]  # .shstrtab
     for s in sections:
         body += struct.pack(shdr, *s)

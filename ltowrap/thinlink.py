@@ -2,11 +2,11 @@
 
 Its result (the shards, the imports, the object it compiles from the regular-LTO modules:
 -flto=full ones and the regular half of split LTO units, and the symbols by which bitcode
-extracted native archive members) is cached under a key of
-the link line and the contents of everything it reads (cachekey.thinlink_key), so a relink
-with nothing changed skips it and goes straight to the backend cache. What it reads is lld's own list (--trace: every input file it loads,
-those a linker script pulls in too; it writes no --dependency-file for an index-only
-link): a file there that the key did not cover (a linker script pulled it in where
+extracted native archive members) is cached under a key of the link line and the contents
+of everything it reads (cachekey.thinlink_key), so a relink with nothing changed skips it
+and goes straight to the backend cache. What it reads is lld's own list (--trace: every
+input file it loads, those a linker script pulls in too; it writes no --dependency-file
+for an index-only link): a file there that the key did not cover (a linker script pulled it in where
 ltowrap did not look) leaves the result uncached, and the record says which.
 """
 
