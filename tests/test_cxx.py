@@ -78,10 +78,12 @@ class Program:
 
 def kept_link(program: Program, out: str, *args: str, objects: list[str] | None = None) -> set[str]:
     """Link through ltowrap keeping its work directory; got_vtable_users of its backend objects
-    (the directory is removed after)."""
+    (the directory is removed after). Every module's option record is found (records are
+    keyed by the whole file: both halves of a split unit)."""
     tmp = program.dir.parent / "cache" / "tmp"
     before = set(tmp.glob("link-*"))
-    program.link(out, *args, objects=objects, LTOWRAP_KEEP="1")
+    record = program.link(out, *args, objects=objects, LTOWRAP_KEEP="1")
+    assert record["backends"] and all(b.get("recorded") is not False for b in record["backends"]), record["backends"]
     kept = set(tmp.glob("link-*")) - before
     assert len(kept) == 1, kept
     directory = kept.pop()
