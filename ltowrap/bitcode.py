@@ -179,7 +179,11 @@ def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, lis
         if code == 1:  # ENTER_SUBBLOCK
             sub = _sub_block(r)
             if visitor.enter(sub):
-                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, blockinfo, visitor)
+                # A module's BLOCKINFO is its own: LLVM reads each module of a file (a split LTO
+                # unit has two) with a cursor of its own, from what the top level defined.
+                scope = {k: list(v) for k, v in blockinfo.items()} if block is None and sub.bid == MODULE_BLOCK \
+                    else blockinfo
+                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, scope, visitor)
                 visitor.leave(sub)
             r.pos = sub.end
             continue
@@ -268,6 +272,27 @@ class _Writer:
     def data(self) -> bytes:
         self.bits = (self.bits + 31) & ~31
         return self.value.to_bytes(self.bits // 8, "little")
+
+
+class _ModuleCounter(_Visitor):
+    def __init__(self) -> None:
+        self.modules = 0
+
+    def enter(self, block: _Block) -> bool:
+        self.modules += block.bid == MODULE_BLOCK
+        return False  # top-level blocks only, each jumped over by its length word
+
+
+def module_count(data: bytes) -> int:
+    """How many modules a bitcode file holds; BadBitcode if its top level cannot be read.
+
+    Two for a split LTO unit (-fsplit-lto-unit, which -fwhole-program-vtables and
+    -fsanitize=cfi imply): the ThinLTO module, then a regular-LTO module holding the vtables
+    and type metadata, which lld links with every other regular-LTO module into one object.
+    """
+    counter = _ModuleCounter()
+    _read_stream(_stream(data), counter)
+    return counter.modules
 
 
 def module_paths(shard: bytes) -> list[str]:

@@ -133,7 +133,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     scripts = link_plan.scripts
     thin_files = [*link_plan.other_inputs, *command.read_files, *scripts.found, *scripts.absent]
     thin_key = None if scripts.unknown else cachekey.thinlink_key(
-        cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: m.path),
+        cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: [m.path]),
         [(m.path, m.digest) for m in link_plan.modules], thin_files)
 
     t0 = time.time()
@@ -148,7 +148,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     warnings = executor.warnings_text()
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
-    final = finallink.argv(link_plan, result, real) + (memo.final_link_args(workdir) if memo else [])
+    extractions = finallink.extraction_object(result, workdir)
+    final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
