@@ -99,7 +99,7 @@ def undefined_references(names: list[str], like: bytes) -> bytes:
     uses them), for the target of the object `like` (its class, byte order, OS ABI, machine
     and flags). Linked, it makes lld extract the archive members that define those names,
     and nothing else: no relocation, so no section is kept alive by it (--gc-sections)."""
-    if like[:4] != MAGIC or like[4] not in _LAYOUT or like[5] not in (1, 2):
+    if like[:4] != ELF or like[4] not in _LAYOUT or like[5] not in (1, 2):
         raise BadElf("not an ELF object")
     wide, order = like[4] == 2, "<" if like[5] == 1 else ">"
     machine = struct.unpack_from(order + "H", like, 0x12)[0]
@@ -132,7 +132,7 @@ def undefined_references(names: list[str], like: bytes) -> bytes:
                 (17, 3, 0, 0, *placed[2], 0, 0, 1, 0)]  # .shstrtab
     for s in sections:
         body += struct.pack(shdr, *s)
-    ident = MAGIC + bytes([like[4], like[5], 1, like[7]]) + b"\0" * 8
+    ident = ELF + bytes([like[4], like[5], 1, like[7]]) + b"\0" * 8
     if wide:
         header = struct.pack(order + "16sHHIQQQIHHHHHH", ident, ET_REL, machine, 1, 0, 0, shoff, flags, 64, 0, 0, 64,
                              len(sections), 3)

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import platformdirs
 import pytest
 
-from conftest import BIN
 from ltowrap import config
 from ltowrap.config import ROWS, ConfigError, parse_age, parse_size
 
