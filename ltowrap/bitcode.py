@@ -19,7 +19,6 @@ also come from the BLOCKINFO block (id 0, SETBID record 1).
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -269,37 +268,6 @@ class _Writer:
     def data(self) -> bytes:
         self.bits = (self.bits + 31) & ~31
         return self.value.to_bytes(self.bits // 8, "little")
-
-
-def module_count(path: str) -> int:
-    """How many modules the bitcode file at `path` holds: two for a split LTO unit (clang's
-    -fsplit-lto-unit, which -fsanitize=cfi and -fwhole-program-vtables turn on), a ThinLTO
-    module followed by the regular-LTO one; BadBitcode if it is not bitcode. Only the
-    top-level block headers are read (the file is mapped, not read whole)."""
-    with open(path, "rb") as f:
-        try:
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError as e:  # an empty file
-            raise BadBitcode(str(e)) from e
-    with data:
-        start, end = 0, len(data)
-        if data[:4] == b"\xde\xc0\x17\x0b":  # wrapper header: magic, version, offset, size
-            start = int.from_bytes(data[8:12], "little")
-            end = min(end, start + int.from_bytes(data[12:16], "little"))
-        if data[start : start + 4] != b"BC\xc0\xde":
-            raise BadBitcode("not bitcode")
-        r = _Reader(data, start * 8 + 32, end * 8)
-        modules = 0
-        while r.pos + 32 <= r.end:
-            code = r.fixed(2)
-            if code == 0:  # zeros after the last block: padding
-                break
-            if code != 1:  # only blocks at the top level
-                raise BadBitcode("a record at the top level")
-            block = _sub_block(r)
-            modules += block.bid == MODULE_BLOCK
-            r.pos = block.end
-        return modules
 
 
 def module_paths(shard: bytes) -> list[str]:

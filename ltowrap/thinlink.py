@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import bitcode, proc
+from . import proc
 from .backend import Job
 from .cache import THINLINKS, Cache
 from .cachekey import shard_identity
@@ -30,8 +30,8 @@ IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-dec
 @dataclass(frozen=True)
 class ThinLinkResult:
     jobs: tuple[Job, ...]
-    full_lto_object: str | None  # code of regular-LTO modules (and parts of modules), compiled by the thin-link
-    full_lto_modules: frozenset[str]  # the paths of wholly regular-LTO modules (they get no backend job)
+    full_lto_object: str | None  # code of regular-LTO modules, compiled by the thin-link
+    full_lto_modules: frozenset[str]  # their module paths (they get no backend job)
     cached: bool
     uncached: str = ""  # why a thin-link that ran was not stored
 
@@ -107,14 +107,9 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         shard_file = idx + m.path[len(store_prefix) :] + ".thinlto.bc"
         if m.path not in listed and os.path.exists(shard_file) and os.path.getsize(shard_file) == 0:
             full.add(m.path)
-    # A split LTO unit (-fsanitize=cfi, -fwhole-program-vtables) is one file of two modules:
-    # its ThinLTO part has a shard and a job, its regular-LTO part (vtables with their type
-    # metadata, CFI's jump tables) went into full_obj, which the final link then needs too,
-    # as in-process lld adds ld-temp.o whenever any linked module is regular LTO.
-    split = any(bitcode.module_count(j.module.path) > 1 for j in jobs)
-    has_full = (bool(full) or split) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
+    has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
-    if thin_key is not None and not full and not split and not unkeyed:
+    if thin_key is not None and not full and not unkeyed:
         cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
