@@ -270,6 +270,27 @@ class _Writer:
         return self.value.to_bytes(self.bits // 8, "little")
 
 
+class _ModuleCounter(_Visitor):
+    def __init__(self) -> None:
+        self.modules = 0
+
+    def enter(self, block: _Block) -> bool:
+        self.modules += block.bid == MODULE_BLOCK
+        return False  # top-level blocks only, each jumped over by its length word
+
+
+def module_count(data: bytes) -> int:
+    """How many modules a bitcode file holds; BadBitcode if its top level cannot be read.
+
+    Two for a split LTO unit (-fsplit-lto-unit, which -fwhole-program-vtables and
+    -fsanitize=cfi imply): the ThinLTO module, then a regular-LTO module holding the vtables
+    and type metadata, which lld links with every other regular-LTO module into one object.
+    """
+    counter = _ModuleCounter()
+    _read_stream(_stream(data), counter)
+    return counter.modules
+
+
 def module_paths(shard: bytes) -> list[str]:
     """The module paths a shard records, in its MODULE_STRTAB order."""
     finder = _StrtabFinder()

@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
 FORMAT_VERSION = "ltowrap-cache-10"
+# What a thin-link entry holds (thinlink.py). 2: the regular-LTO object, which entries of 1
+# lacked for split LTO units (their hits lost the vtables of -fwhole-program-vtables links).
+THINLINK_FORMAT = "2"
 MISSING = "missing"  # the digest of a file that is not there
 
 
@@ -242,6 +245,7 @@ def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple
       version scripts, symbol lists).
     """
     h = Hasher()
+    h.field("thinlink", THINLINK_FORMAT)
     h.field("ld", linker)
     h.field("cwd", cwd)
     h.field("argv", "\0".join(argv))

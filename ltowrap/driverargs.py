@@ -1,4 +1,4 @@
-"""Pure reading of a clang driver command line: compile or link, its inputs, its codegen options.
+"""Pure reading of a clang driver command line: compile or link, its inputs and outputs.
 
 Runs on the compile path: standard library only, no regular expressions.
 """
@@ -147,54 +147,3 @@ def compile_outputs(args: list[str]) -> list[str]:
     if out is not None:
         return [out] if len(sources) <= 1 else []
     return [os.path.splitext(os.path.basename(s))[0] + ".o" for s in sources]
-
-
-# --- codegen options recorded at compile time and replayed on the module's backend compile ---
-
-# Dropped with their value: preprocessor, dependency output, language, output.
-_DROP_WITH_VALUE = frozenset(
-    """-D -U -I -include -imacros -isystem -iquote -idirafter -iprefix -iwithprefix
-    -iwithprefixbefore -isysroot -imultilib -cxx-isystem -MF -MT -MQ -x -o -Xpreprocessor -Xclang
-    -Xlinker -Xassembler -L -l -u -T -z -e -working-directory -dependency-file -dependency-dot
-    -serialize-diagnostics -ivfsoverlay -Wl -Wa -Wp --param -F -arch""".split()
-)
-# Dropped -f options: LTO itself and what only the front end or the linker uses.
-_DROP_F_PREFIXES = (
-    "-flto", "-fno-lto", "-fthinlto", "-ffat-lto", "-fno-fat-lto", "-fsanitize", "-fno-sanitize",
-    "-fprofile", "-fno-profile", "-fcoverage", "-fno-coverage", "-fembed-bitcode", "-fsyntax-only",
-    "-fuse-ld", "-fmodules", "-fno-modules", "-fimplicit-modules", "-fcxx-modules", "-fpch",
-    "-fpcH", "-finput-charset", "-fexec-charset", "-fcolor-diagnostics", "-fno-color-diagnostics",
-    "-fdiagnostics", "-fmessage-length", "-fmacro-prefix-map", "-fdriver-only",
-)
-_KEEP_WITH_VALUE = frozenset(["-mllvm", "-target"])
-
-
-def codegen_options(args: list[str]) -> list[str]:
-    """The part of a compile command that still means something to `clang -c -x ir`.
-
-    Kept: -O*, -g*, -m* target options, -f codegen options, -mllvm, --target/-target.
-    Dropped: -D -U -I -include -isystem (headers are already in the IR), -W* (warnings
-    belong to the front end; errors stay visible), -M* dependency output, -Wp, -x -c -o,
-    inputs, -flto* (the backend compile is the LTO), -std, sanitizers and profiles
-    (instrumentation happened before the bitcode was written), -gsplit-dwarf (a .dwo is
-    written beside the object, in the link's temporary directory; in-process ThinLTO
-    splits only under the link's dwo_dir, which ltowrap does not distribute).
-    """
-    kept: list[str] = []
-    for opt, value, is_input in walk(args):
-        if is_input or opt in _DROP_WITH_VALUE:
-            continue
-        if opt in _KEEP_WITH_VALUE:
-            if value is not None:
-                kept += [opt, value]
-        elif opt.startswith("--target="):
-            kept.append(opt)
-        elif opt.startswith(("-gsplit-dwarf", "-gno-split-dwarf")):
-            continue  # in-process ThinLTO splits only when the link asks (dwo_dir); else full DWARF
-        elif opt.startswith(("-O", "-g")):
-            kept.append(opt)
-        elif opt.startswith("-m") and not opt.startswith("-mllvm"):
-            kept.append(opt)
-        elif opt.startswith("-f") and not opt.startswith(_DROP_F_PREFIXES):
-            kept.append(opt)
-    return kept

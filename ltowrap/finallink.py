@@ -16,13 +16,16 @@ RESPONSE_FILE_THRESHOLD = 100_000
 
 
 def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str]) -> list[str]:
+    """Each module replaced by its object; the regular-LTO object (result.full_lto_object) goes
+    in the place of the first module with a regular-LTO part, before that module's own object
+    (a split LTO unit has both), as lld resolved symbols in that order."""
     natives = {j.module.path: j.output for j in result.jobs}
     full_lto = [result.full_lto_object] if result.full_lto_object else []
 
-    def replace(m: Module) -> str | None:
-        if m.path in result.full_lto_modules:
-            return full_lto.pop() if full_lto else None
-        return natives.get(m.path)  # None: lazy bitcode the link did not pull in
+    def replace(m: Module) -> list[str]:
+        out = [full_lto.pop()] if full_lto and m.path == result.regular_modules[0] else []
+        native = natives.get(m.path)  # None: a -flto=full module, or lazy bitcode the link did not pull in
+        return out + [native] if native else out
 
     tokens = plan.tokens(replace, eager=True)
     if full_lto:  # regular-LTO code whose module position we did not see

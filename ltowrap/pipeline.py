@@ -121,7 +121,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     scripts = link_plan.scripts
     thin_files = [*link_plan.other_inputs, *command.read_files, *scripts.found, *scripts.absent]
     thin_key = None if scripts.unknown else cachekey.thinlink_key(
-        cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: m.path),
+        cachekey.linker_identity(real[0]), cwd, link_plan.tokens(lambda m: [m.path]),
         [(m.path, m.digest) for m in link_plan.modules], thin_files)
 
     t0 = time.time()

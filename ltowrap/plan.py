@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import archive, elf, ldscript
+from .bitcode import BadBitcode, module_count
 from .cache import Cache
 from .cachekey import digest_bytes
 from .cmdline import Arg, LinkCommand
@@ -35,11 +36,17 @@ class Module:
     origin: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
     size: int
     record_key: str = ""  # records.record_key of the bytes: finds the compile's options
+    split: bool = False  # a split LTO unit: a ThinLTO module and a regular-LTO one (bitcode.module_count)
 
     @classmethod
     def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None) -> Module:
         """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
-        return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container))
+        try:
+            split = module_count(data) > 1
+        except BadBitcode as e:
+            raise Unsupported(Reason.UNREADABLE_INPUT, f"{origin}: {e}") from e
+        return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
+                   split)
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,8 @@ class LinkPlan:
     def by_path(self) -> dict[str, Module]:
         return {m.path: m for m in self.modules}
 
-    def tokens(self, replace: Callable[[Module], str | None], eager: bool = False) -> list[str]:
-        """The link line with each bitcode module replaced by replace(module) (None drops it).
+    def tokens(self, replace: Callable[[Module], list[str]], eager: bool = False) -> list[str]:
+        """The link line with each bitcode module replaced by the files replace(module) gives (none: dropped).
 
         --start-group/--end-group are dropped once an archive became a --start-lib group:
         lld may not nest the two, and it resolves archives independently of position anyway.
@@ -85,9 +92,7 @@ class LinkPlan:
             natives: list[str] = []
             for m in p.members:
                 if isinstance(m, Module):
-                    x = replace(m)
-                    if x is not None:
-                        (modules if eager else natives).append(x)
+                    (modules if eager else natives).extend(replace(m))
                 else:
                     natives.append(m)
             if p.arg.lazy and modules:  # inside the user's own --start-lib: step out for them

@@ -5,7 +5,7 @@ bitcode, or a FatLTO object: an ELF object that carries it), so it is found wher
 module travels: renamed, copied into an archive, or two different
 `util.o` in two directories. (BLAKE2b because the sh entry computes it too, with
 coreutils' `b2sum -l 128`.) It holds the compile's arguments, NUL-terminated, as given;
-the link reads the codegen part of them (driverargs.codegen_options).
+the link reads the codegen part of them (backendopts.codegen_options).
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ def load(cache_dir: str, key: str) -> list[str] | None:
         os.utime(path)  # `ltowrap cache evict --older-than` goes by last use
     except OSError:
         return None
+    from . import backendopts  # the link's: a compile only writes records
+
     args = data.decode("utf-8", "surrogateescape").split("\0")
-    return driverargs.codegen_options(args[:-1] if args and args[-1] == "" else args)
+    return backendopts.codegen_options(args[:-1] if args and args[-1] == "" else args)
 
 
 def compile_and_record(argv: list[str], seen: list[str], cache_dir: str) -> int:

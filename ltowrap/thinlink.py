@@ -1,8 +1,9 @@
 """The thin-link: lld with --thinlto-index-only writes one index shard per module; we read them back.
 
-Its result is cached under a key of the link line and the contents of everything it reads
-(cachekey.thinlink_key), so a relink with nothing changed skips it and goes straight to
-the backend cache. What it reads is lld's own list (--trace: every input file it loads,
+Its result (the shards, the imports, and the object it compiles from the regular-LTO
+modules: -flto=full ones and the regular half of split LTO units) is cached under a key of
+the link line and the contents of everything it reads (cachekey.thinlink_key), so a relink
+with nothing changed skips it and goes straight to the backend cache. What it reads is lld's own list (--trace: every input file it loads,
 those a linker script pulls in too; it writes no --dependency-file for an index-only
 link): a file there that the key did not cover (a linker script pulled it in where
 ltowrap did not look) leaves the result uncached, and the record says which.
@@ -30,10 +31,13 @@ IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-dec
 @dataclass(frozen=True)
 class ThinLinkResult:
     jobs: tuple[Job, ...]
-    full_lto_object: str | None  # code of regular-LTO modules, compiled by the thin-link
-    full_lto_modules: frozenset[str]  # their module paths (they get no backend job)
+    full_lto_object: str | None  # code of the regular-LTO modules, compiled by the thin-link
+    # The modules the link used that have a regular-LTO part, in link order: a -flto=full module
+    # (its shard is empty, it gets no job) or a split LTO unit (bitcode.module_count: both).
+    regular_modules: tuple[str, ...]
     cached: bool
     uncached: str = ""  # why a thin-link that ran was not stored
+
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
@@ -46,8 +50,9 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
         return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
     if hit is not None and verify:
+        hit_object = read_bytes(hit.full_lto_object) if hit.full_lto_object else None
         fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
-        _check(cache, hit, fresh)
+        _check(cache, hit, hit_object, fresh)
         return fresh
     if hit is not None:
         return hit
@@ -67,7 +72,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     full_obj = os.path.join(workdir, "full-lto.o")
     if ";" in store_prefix or ";" in idx:
         raise Unsupported(Reason.CACHE_PATH, f"{store_prefix!r} contains ';'")
-    argv = ld + plan.tokens(lambda m: m.path) + [
+    argv = ld + plan.tokens(lambda m: [m.path]) + [
         f"--thinlto-index-only={objects}",
         "--thinlto-emit-imports-files",
         f"--thinlto-prefix-replace={store_prefix};{idx}",
@@ -99,23 +104,31 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
         record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
     # Regular-LTO modules are not in the object list: their shard is an empty file, and
-    # their code is in full_obj. lld writes that object (empty) even when every module is
-    # ThinLTO: it is used only when some module really was regular LTO, so the output is
-    # the same with a cached thin-link.
+    # their code is in full_obj. So is the regular-LTO half of a split LTO unit, whose
+    # ThinLTO half has a job. lld writes that object (empty) even when every module is
+    # ThinLTO; in-process lld links it only when some module it used has a regular-LTO part
+    # (LTO::runRegularLTO: EmptyCombinedModule), and so does the final link here.
     listed = {j.module.path for j in jobs}
-    for m in plan.modules:
+    regular: list[str] = []
+    for m in plan.modules:  # in link order: the first one is where the final link puts full_obj
         shard_file = idx + m.path[len(store_prefix) :] + ".thinlto.bc"
         if m.path not in listed and os.path.exists(shard_file) and os.path.getsize(shard_file) == 0:
-            full.add(m.path)
-    has_full = bool(full) and os.path.exists(full_obj) and os.path.getsize(full_obj) > 0
+            regular.append(m.path)
+        elif m.path in listed and m.split:
+            regular.append(m.path)
+    if regular and not (os.path.exists(full_obj) and os.path.getsize(full_obj) > 0):
+        raise Unsupported(Reason.THINLINK_OUTPUT, "no object for the regular-LTO modules")
+    full = read_bytes(full_obj) if regular else None
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
-    if thin_key is not None and not full and not unkeyed:
-        cache.put(THINLINKS, thin_key, {"prefix": store_prefix}, _encode_record(record))
+    if thin_key is not None and not unkeyed:
+        meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular]}
+        if full is not None:
+            meta["full_lto"] = full  # the hit must give the final link the same object
+        cache.put(THINLINKS, thin_key, meta, _encode_record(record))
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
     uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
-    return ThinLinkResult(tuple(jobs), full_obj if has_full else None, frozenset(full), cached=False,
-                          uncached=uncached)
+    return ThinLinkResult(tuple(jobs), full_obj if regular else None, tuple(regular), cached=False, uncached=uncached)
 
 
 def _unkeyed(trace: str, keyed: list[str], store_prefix: str) -> list[str]:
@@ -131,10 +144,13 @@ def _unkeyed(trace: str, keyed: list[str], store_prefix: str) -> list[str]:
     return out
 
 
-def _check(cache: Cache, hit: ThinLinkResult, fresh: ThinLinkResult) -> None:
-    """A verified hit, run again: the same shards and imports, or a mismatch (counted, said)."""
+def _check(cache: Cache, hit: ThinLinkResult, hit_object: bytes | None, fresh: ThinLinkResult) -> None:
+    """A verified hit, run again: the same shards, imports and regular-LTO object, or a
+    mismatch (counted, said)."""
     cache.stats.add("verify_checks")
-    if [(j.output, j.shard, j.imports) for j in hit.jobs] != [(j.output, j.shard, j.imports) for j in fresh.jobs]:
+    fresh_object = read_bytes(fresh.full_lto_object) if fresh.full_lto_object else None
+    if [(j.output, j.shard, j.imports) for j in hit.jobs] != [(j.output, j.shard, j.imports) for j in fresh.jobs] \
+            or (hit.regular_modules, hit_object) != (fresh.regular_modules, fresh_object):
         cache.stats.add("verify_mismatches")
         import sys
 
@@ -162,8 +178,17 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
             out = idx + item["rel"]
             jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out,
                             item["identity"]))
+        regular = tuple(by_path[store_prefix + rel].path for rel in entry.meta["regular"])
+        full = entry.meta.get("full_lto") if regular else None
+        if regular and not isinstance(full, bytes):
+            raise ValueError("no regular-LTO object")
     except (KeyError, ValueError, TypeError):
         cache.stats.add("bad_entries")
         return None
+    full_obj = None
+    if full is not None:
+        full_obj = os.path.join(workdir, "full-lto.o")
+        with open(full_obj, "wb") as f:
+            f.write(full)
     cache.stats.add("thinlink_hits")
-    return ThinLinkResult(tuple(jobs), None, frozenset(), cached=True)
+    return ThinLinkResult(tuple(jobs), full_obj, regular, cached=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltowrap.driverargs import codegen_options, compile_outputs, inputs, is_link, wants_lto
+from ltowrap.driverargs import compile_outputs, inputs, is_link, wants_lto
 
 
 @pytest.mark.parametrize(
@@ -105,49 +105,3 @@ def test_compile_outputs(argv, outputs):
 
 def test_compile_outputs_output_equals():
     assert compile_outputs(["-c", "a.c", "--output=out.o"]) == ["out.o"]
-
-
-KEPT = ["-O2", "-g", "-march=x", "-fno-unroll-loops", "-falign-loops=1", "-fPIC", "-mno-sse", "-mllvm", "X"]
-
-
-def test_codegen_options_keep_codegen_and_drop_the_rest():
-    argv = [
-        "-O2", "-DNAME=1", "-D", "OTHER", "-g", "-Iinclude", "-I", "inc2", "-include", "pre.h", "-march=x",
-        "-isystem", "sysdir", "-fno-unroll-loops", "-Wall", "-Werror", "-falign-loops=1", "-MD", "-MF", "a.d",
-        "-Wp,-MD,b.d", "-fPIC", "-x", "c", "-c", "-mno-sse", "-o", "a.o", "a.c", "-flto=thin", "-std=c99",
-        "-mllvm", "X",
-    ]
-    assert codegen_options(argv) == KEPT
-
-
-@pytest.mark.parametrize(
-    "dropped",
-    [
-        ["-DX"], ["-D", "X"], ["-UX"], ["-U", "X"], ["-Iinc"], ["-I", "inc"], ["-include", "f.h"],
-        ["-imacros", "m.h"], ["-isystem", "d"], ["-iquote", "d"], ["-idirafter", "d"], ["-isysroot", "/s"],
-        ["--sysroot=/s"], ["-Wall"], ["-Werror"], ["-Wno-unused"], ["-MD"], ["-MMD"], ["-MF", "f.d"],
-        ["-MT", "t"], ["-MQ", "q"], ["-MP"], ["-Wp,-MD,f.d"], ["-x", "c"], ["-xc++"], ["-c"], ["-o", "f.o"],
-        ["-of.o"], ["a.c"], ["-"], ["-flto=thin"], ["-flto"], ["-fno-lto"], ["-flto-jobs=2"], ["-std=c99"],
-        ["-std=gnu++20"], ["-fsanitize=address"], ["-fprofile-instr-generate"], ["-fcolor-diagnostics"],
-        ["-fmacro-prefix-map=/a=/b"], ["-Xclang", "-foo"], ["-Wa,--noexecstack"], ["-fuse-ld=lld"],
-        ["-pthread"], ["-nostdinc"], ["-gsplit-dwarf"], ["-gsplit-dwarf=single"],
-    ],
-    ids=lambda argv: " ".join(argv),
-)
-def test_codegen_options_drop(dropped):
-    assert codegen_options(["-O2", *dropped, "-g"]) == ["-O2", "-g"]
-
-
-@pytest.mark.parametrize(
-    "kept",
-    [
-        ["-O3"], ["-Os"], ["-Ofast"], ["-g"], ["-g0"], ["-gdwarf-4"], ["-march=znver3"],
-        ["-mtune=generic"], ["-mcpu=cortex-a53"], ["-mno-red-zone"], ["-mavx2"], ["-fPIC"], ["-fpie"],
-        ["-fno-omit-frame-pointer"], ["-ffunction-sections"], ["-fdata-sections"], ["-falign-loops=1"],
-        ["-fno-unroll-loops"], ["-fstack-protector-strong"], ["-mllvm", "-x=1"], ["-target", "x86_64-linux-gnu"],
-        ["--target=x86_64-linux-gnu"],
-    ],
-    ids=lambda argv: " ".join(argv),
-)
-def test_codegen_options_keep(kept):
-    assert codegen_options(["-c", "a.c", *kept, "-o", "a.o"]) == kept
