@@ -803,7 +803,7 @@ def tables(samples: list[Sample]) -> tuple[str, dict]:
     build_med = {r.key: median_of(samples, r.key, lambda s: s.run.wall) for r in BUILD_ROWS}
     build_cpu = {r.key: median_of(samples, r.key, lambda s: s.run.cpu) for r in BUILD_ROWS}
     link_med = {r.key: median_of(samples, r.key, link_seconds) for r in LINK_ROWS}
-    out = [f"### Whole `make -j{MAKE_JOBS}` (medians)", "",
+    out = [f"### Whole build, `make -j{MAKE_JOBS}` (`ninja -j{MAKE_JOBS}` for a CMake project) (medians)", "",
            "Backend compiles: per repetition, over all links of the make (ltowrap: LTOWRAP_LOG; "
            "lld cache-dir: new cache entries).", "",
            "| configuration | wall s | user+sys s | peak RSS MiB | wall vs in-process | wall vs cache-dir "
