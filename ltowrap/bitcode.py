@@ -179,7 +179,11 @@ def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, lis
         if code == 1:  # ENTER_SUBBLOCK
             sub = _sub_block(r)
             if visitor.enter(sub):
-                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, blockinfo, visitor)
+                # A module's BLOCKINFO is its own: LLVM reads each module of a file (a split LTO
+                # unit has two) with a cursor of its own, from what the top level defined.
+                scope = {k: list(v) for k, v in blockinfo.items()} if block is None and sub.bid == MODULE_BLOCK \
+                    else blockinfo
+                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, scope, visitor)
                 visitor.leave(sub)
             r.pos = sub.end
             continue

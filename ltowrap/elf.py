@@ -1,4 +1,5 @@
-"""One question asked of ELF relocatable objects: the contents of a section, by name.
+"""One question asked of ELF relocatable objects, the contents of a section by name; and one
+object written, of undefined references only (undefined_references).
 
 A FatLTO object (`clang -ffat-lto-objects`) is a native ELF object that also carries the
 module's bitcode in a section called `.llvm.lto`. lld with --fat-lto-objects links the
@@ -90,3 +91,52 @@ def section(data: bytes, name: bytes) -> bytes | None:
     except struct.error as e:
         raise BadElf(str(e)) from e
     return None
+
+
+def undefined_references(names: list[str], like: bytes) -> bytes:
+    """An ELF relocatable object that only references `names` (global, undefined, no section
+    uses them), for the target of the object `like` (its class, byte order, OS ABI, machine
+    and flags). Linked, it makes lld extract the archive members that define those names,
+    and nothing else: no relocation, so no section is kept alive by it (--gc-sections)."""
+    if like[:4] != MAGIC or like[4] not in _LAYOUT or like[5] not in (1, 2):
+        raise BadElf("not an ELF object")
+    wide, order = like[4] == 2, "<" if like[5] == 1 else ">"
+    machine = struct.unpack_from(order + "H", like, 0x12)[0]
+    flags = struct.unpack_from(order + "I", like, 0x30 if wide else 0x24)[0]
+    encoded = [n.encode("utf-8", "surrogateescape") + b"\0" for n in names]
+    strtab = b"\0" + b"".join(encoded)
+    offsets, at = [], 1
+    for e in encoded:
+        offsets.append(at)
+        at += len(e)
+    sym = order + ("IBBHQQ" if wide else "IIIBBH")
+    global_undefined = 0x10  # st_info STB_GLOBAL, STT_NOTYPE; st_shndx SHN_UNDEF (0)
+    symtab = b"\0" * struct.calcsize(sym) + b"".join(
+        struct.pack(sym, off, global_undefined, 0, 0, 0, 0) if wide else struct.pack(sym, off, 0, 0, global_undefined, 0, 0)
+        for off in offsets)
+    shstrtab = b"\0.strtab\0.symtab\0.shstrtab\0"
+    header_size = 64 if wide else 52
+    body = bytearray(header_size)
+    placed = []
+    for blob, align in ((strtab, 1), (symtab, 8 if wide else 4), (shstrtab, 1)):
+        body += b"\0" * (-len(body) % align)
+        placed.append((len(body), len(blob)))
+        body += blob
+    body += b"\0" * (-len(body) % 8)
+    shoff = len(body)
+    shdr = order + _LAYOUT[like[4]][5]
+    sections = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                (1, 3, 0, 0, *placed[0], 0, 0, 1, 0),  # .strtab: SHT_STRTAB
+                (9, 2, 0, 0, *placed[1], 1, 1, 8 if wide else 4, struct.calcsize(sym)),  # .symtab; 1 local
+                (17, 3, 0, 0, *placed[2], 0, 0, 1, 0)]  # .shstrtab
+    for s in sections:
+        body += struct.pack(shdr, *s)
+    ident = MAGIC + bytes([like[4], like[5], 1, like[7]]) + b"\0" * 8
+    if wide:
+        header = struct.pack(order + "16sHHIQQQIHHHHHH", ident, ET_REL, machine, 1, 0, 0, shoff, flags, 64, 0, 0, 64,
+                             len(sections), 3)
+    else:
+        header = struct.pack(order + "16sHHIIIIIHHHHHH", ident, ET_REL, machine, 1, 0, 0, shoff, flags, 52, 0, 0, 40,
+                             len(sections), 3)
+    body[:header_size] = header
+    return bytes(body)

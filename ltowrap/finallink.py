@@ -7,7 +7,9 @@ the input the user gave, so a link error reads as it would without ltowrap.
 
 from __future__ import annotations
 
-from . import proc
+import os
+
+from . import elf, proc
 from .plan import LinkPlan, Module
 from .thinlink import ThinLinkResult
 
@@ -15,15 +17,38 @@ from .thinlink import ThinLinkResult
 RESPONSE_FILE_THRESHOLD = 100_000
 
 
-def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str]) -> list[str]:
-    """Each module replaced by its object; the regular-LTO object (result.full_lto_object) goes
-    in the place of the first module with a regular-LTO part, before that module's own object
-    (a split LTO unit has both), as lld resolved symbols in that order."""
+def extraction_object(result: ThinLinkResult, workdir: str) -> str | None:
+    """An object of undefined references to result.extractions (elf.undefined_references),
+    written in workdir for the target of the link's objects; None when there are none.
+
+    lld extracts an archive member for a bitcode module's reference before LTO, and links it
+    even if LTO removes the reference (a pure virtual's __cxa_pure_virtual, a call LTO found
+    dead): the member's code, data and constructors are in the in-process output. The final
+    link sees only what LTO left, so these references keep the same members in it."""
+    objects = [j.output for j in result.jobs] + ([result.full_lto_object] if result.full_lto_object else [])
+    if not result.extractions or not objects:
+        return None
+    path = os.path.join(workdir, "extractions.o")
+    with open(objects[0], "rb") as f:
+        like = f.read(64)
+    with open(path, "wb") as f:
+        f.write(elf.undefined_references(list(result.extractions), like))
+    return path
+
+
+def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str], extractions: str | None = None) -> list[str]:
+    """Each module replaced by its object. In the place of the first module come the object of
+    `extractions` (extraction_object), then, in the place of the first module with a
+    regular-LTO part, the regular-LTO object (result.full_lto_object) before that module's own
+    object (a split LTO unit has both), as lld resolved symbols in that order."""
     natives = {j.module.path: j.output for j in result.jobs}
     full_lto = [result.full_lto_object] if result.full_lto_object else []
+    first = [extractions] if extractions else []
 
     def replace(m: Module) -> list[str]:
-        out = [full_lto.pop()] if full_lto and m.path == result.regular_modules[0] else []
+        out = [first.pop()] if first else []
+        if full_lto and m.path == result.regular_modules[0]:
+            out.append(full_lto.pop())
         native = natives.get(m.path)  # None: a -flto=full module, or lazy bitcode the link did not pull in
         return out + [native] if native else out
 

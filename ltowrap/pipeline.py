@@ -136,7 +136,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     warnings = executor.warnings_text()
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
-    final = finallink.argv(link_plan, result, real) + (memo.final_link_args(workdir) if memo else [])
+    extractions = finallink.extraction_object(result, workdir)
+    final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}

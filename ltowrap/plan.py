@@ -43,8 +43,8 @@ class Module:
         """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
         try:
             split = module_count(data) > 1
-        except BadBitcode as e:
-            raise Unsupported(Reason.UNREADABLE_INPUT, f"{origin}: {e}") from e
+        except BadBitcode:  # lld will say what is wrong with it (the thin-link fails)
+            split = False
         return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
                    split)
 

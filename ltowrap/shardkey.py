@@ -56,7 +56,9 @@ The fingerprint is a text that keeps every field and drops only the spelling:
   shard shares goes in by its bytes: its promoted locals could then meet names of that
   module's. Where the interface reader meets something it does not know (a record, a
   block, a constant other than a number in the named metadata), the whole module but its
-  bodies goes in;
+  bodies goes in. Of a split LTO unit (two modules in one file, -fwhole-program-vtables or
+  -fsanitize=cfi), the backend opens the ThinLTO module only (lto::findThinLTOModule): its
+  interface is that module's;
 - summaries are listed in (GUID, module rank) order, each with the type-test records that
   precede it; the reader keeps a GUID's summaries in file order, which is by module, so
   the rank puts them back in that order;
@@ -437,9 +439,15 @@ MD_KNOWN = MD_DEBUG | {MD_STRINGS, MD_NAME, MD_KIND, MD_NAMED_NODE, MD_GLOBAL_DE
 
 @dataclass
 class _ModuleTree(_Tree):
-    """The module as a tree, less the blocks a declarations-only import never reads."""
+    """The module as a tree, less the blocks a declarations-only import never reads; and
+    which MODULE_BLOCKs have a ThinLTO summary (a split LTO unit has two modules, the
+    ThinLTO one first, then the regular-LTO one)."""
+
+    summarised: list[_Node] = field(default_factory=list)
 
     def enter(self, block: bitcode._Block) -> bool:
+        if block.bid == SUMMARY and self.open and self.open[-1].bid == MODULE_BLOCK:
+            self.summarised.append(self.open[-1])
         if block.bid in SKIPPED_BLOCKS:
             return False
         return super().enter(block)
@@ -714,7 +722,13 @@ def _metadata(node: _Node, values: _Values) -> list[str]:
     return lines
 
 
-def _interface(tree: _Node) -> list[str]:
+def _interface(tree: _Node, summarised: list[_Node]) -> list[str]:
+    modules = [top for top in tree.items if isinstance(top, _Node) and top.bid == MODULE_BLOCK]
+    # A backend imports from a file's first module with a ThinLTO summary (lto::findThinLTOModule):
+    # of a split LTO unit, the ThinLTO module; its regular-LTO module is the thin-link's alone.
+    imported = next((m for m in modules if any(m is s for s in summarised)), None) if len(modules) > 1 else None
+    if len(modules) > 1 and imported is None:
+        raise _Unknown(f"{len(modules)} modules, none with a ThinLTO summary")
     strtabs = [top for top in tree.items if isinstance(top, _Node) and top.bid == STRTAB_BLOCK]
     if len(strtabs) > 1:
         raise _Unknown("two string tables")
@@ -730,8 +744,9 @@ def _interface(tree: _Node) -> list[str]:
         if not isinstance(top, _Node):
             out.append("rec " + _ints(top))
         elif top.bid == MODULE_BLOCK:
-            modules += 1
-            out += _module_interface(top, strtab)
+            if imported is None or top is imported:
+                modules += 1
+                out += _module_interface(top, strtab)
         elif top.bid not in (BLOCKINFO, STRTAB_BLOCK, SYMTAB_BLOCK):
             out += _raw(top)  # IDENTIFICATION: the producer
         # SYMTAB: the linker's symbol table, made from the module's global values.
@@ -817,7 +832,7 @@ def module_interface(module: bytes) -> str:
     tree = _ModuleTree()
     bitcode._read_stream(bitcode._stream(module), tree)
     try:
-        lines = _interface(tree.root)
+        lines = _interface(tree.root, tree.summarised)
     except (_Unknown, IndexError) as e:
         lines = [f"interface {FORMAT} whole ({e})", *_whole(tree.root)]
     return "\n".join(lines) + "\n"

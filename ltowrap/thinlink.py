@@ -1,11 +1,12 @@
 """The thin-link: lld with --thinlto-index-only writes one index shard per module; we read them back.
 
-Its result (the shards, the imports, and the object it compiles from the regular-LTO
-modules: -flto=full ones and the regular half of split LTO units) is cached under a key of
-the link line and the contents of everything it reads (cachekey.thinlink_key), so a relink
-with nothing changed skips it and goes straight to the backend cache. What it reads is lld's own list (--trace: every input file it loads,
-those a linker script pulls in too; it writes no --dependency-file for an index-only
-link): a file there that the key did not cover (a linker script pulled it in where
+Its result (the shards, the imports, the object it compiles from the regular-LTO modules:
+-flto=full ones and the regular half of split LTO units, and the symbols by which bitcode
+extracted native archive members) is cached under a key of the link line and the contents
+of everything it reads (cachekey.thinlink_key), so a relink with nothing changed skips it
+and goes straight to the backend cache. What it reads is lld's own list (--trace: every
+input file it loads, those a linker script pulls in too; it writes no --dependency-file
+for an index-only link): a file there that the key did not cover (a linker script pulled it in where
 ltowrap did not look) leaves the result uncached, and the record says which.
 """
 
@@ -26,6 +27,7 @@ from .plan import LinkPlan
 
 
 IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-declaration
+WHY_EXTRACT_SINCE = 14  # ... and --why-extract=
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class ThinLinkResult:
     # The modules the link used that have a regular-LTO part, in link order: a -flto=full module
     # (its shard is empty, it gets no job) or a split LTO unit (bitcode.module_count: both).
     regular_modules: tuple[str, ...]
+    # Symbols by which bitcode made lld extract a native archive member (or a lazy native
+    # object), from the thin-link's --why-extract: in-process lld links those members whatever
+    # LTO leaves of the references, so the final link references them too (finallink).
+    extractions: tuple[str, ...]
     cached: bool
     uncached: str = ""  # why a thin-link that ran was not stored
 
@@ -70,6 +76,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
+    why_extract = os.path.join(workdir, "why-extract.txt")
     if ";" in store_prefix or ";" in idx:
         raise Unsupported(Reason.CACHE_PATH, f"{store_prefix!r} contains ';'")
     argv = ld + plan.tokens(lambda m: [m.path]) + [
@@ -79,6 +86,8 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         f"--lto-obj-path={full_obj}",
         "--trace",
     ]
+    if llvm_major >= WHY_EXTRACT_SINCE:
+        argv += [f"--why-extract={why_extract}", "--no-demangle"]  # its symbols as the objects name them
     if llvm_major >= IMPORT_DECLARATION_SINCE:
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
@@ -119,16 +128,35 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     if regular and not (os.path.exists(full_obj) and os.path.getsize(full_obj) > 0):
         raise Unsupported(Reason.THINLINK_OUTPUT, "no object for the regular-LTO modules")
     full = read_bytes(full_obj) if regular else None
+    # lld 22 writes --why-extract for an index-only link; 14, 15, 16 and 19 (tried) write none:
+    # there no extractions are known, and the final link extracts what its objects reference.
+    extractions = _extractions(read_bytes(why_extract).decode("utf-8", "surrogateescape"), by_path) \
+        if os.path.exists(why_extract) else ()
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
     if thin_key is not None and not unkeyed:
-        meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular]}
+        meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular],
+                "extractions": list(extractions)}
         if full is not None:
             meta["full_lto"] = full  # the hit must give the final link the same object
         cache.put(THINLINKS, thin_key, meta, _encode_record(record))
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
     uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
-    return ThinLinkResult(tuple(jobs), full_obj if regular else None, tuple(regular), cached=False, uncached=uncached)
+    return ThinLinkResult(tuple(jobs), full_obj if regular else None, tuple(regular), extractions, cached=False,
+                          uncached=uncached)
+
+
+def _extractions(why_extract: str, modules: dict) -> tuple[str, ...]:
+    """The symbols of --why-extract's lines (`reference<TAB>extracted<TAB>symbol`, after a
+    header) whose reference is a bitcode module and whose extracted file is not: a native
+    archive member, or a lazy native object. Members that native files extracted, the final
+    link extracts again by itself."""
+    names: dict[str, None] = {}
+    for line in why_extract.splitlines()[1:]:
+        reference, extracted, symbol = line.split("\t", 2)
+        if reference in modules and extracted not in modules:
+            names[symbol] = None
+    return tuple(names)
 
 
 def _unkeyed(trace: str, keyed: list[str], store_prefix: str) -> list[str]:
@@ -150,7 +178,8 @@ def _check(cache: Cache, hit: ThinLinkResult, hit_object: bytes | None, fresh: T
     cache.stats.add("verify_checks")
     fresh_object = read_bytes(fresh.full_lto_object) if fresh.full_lto_object else None
     if [(j.output, j.shard, j.imports) for j in hit.jobs] != [(j.output, j.shard, j.imports) for j in fresh.jobs] \
-            or (hit.regular_modules, hit_object) != (fresh.regular_modules, fresh_object):
+            or (hit.regular_modules, hit_object, hit.extractions) != \
+            (fresh.regular_modules, fresh_object, fresh.extractions):
         cache.stats.add("verify_mismatches")
         import sys
 
@@ -182,6 +211,7 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
         full = entry.meta.get("full_lto") if regular else None
         if regular and not isinstance(full, bytes):
             raise ValueError("no regular-LTO object")
+        extractions = tuple(str(name) for name in entry.meta["extractions"])
     except (KeyError, ValueError, TypeError):
         cache.stats.add("bad_entries")
         return None
@@ -191,4 +221,4 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
         with open(full_obj, "wb") as f:
             f.write(full)
     cache.stats.add("thinlink_hits")
-    return ThinLinkResult(tuple(jobs), full_obj, regular, cached=True)
+    return ThinLinkResult(tuple(jobs), full_obj, regular, extractions, cached=True)

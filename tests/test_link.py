@@ -342,6 +342,28 @@ def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
     assert run(["./prog"], project).stdout == want
 
 
+def test_archive_members_bitcode_extracted_stay_linked(project, tmp_path, tc22):
+    """lld extracts an archive member for a bitcode module's reference before LTO, and links it
+    even when LTO removes the reference: here a constructor of that member runs in the
+    in-process program, so it must in ltowrap's (the thin-link's --why-extract, finallink)."""
+    tc = tc22
+    write(project / "main.c", '#include <stdio.h>\nint helper(int);\n'
+          'int dead_caller(int x) { return helper(x); }\nint main(void) { puts("main"); return 0; }\n')
+    write(project / "helper.c", '#include <stdio.h>\nint helper(int x) { return x + 1; }\n'
+          '__attribute__((constructor)) static void hello(void) { puts("helper linked"); }\n')
+    run([tc.clang, "-O2", "-c", "helper.c"], project)
+    run([tc.ar, "rcs", "libhelper.a", "helper.o"], project)
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "main.c"], project, env=lw_env(tc))
+    for extra in ([], ["-Wl,--gc-sections"]):
+        run([tc.clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libhelper.a", "-o", "ref", *extra], project)
+        assert run(["./ref"], project).stdout == "helper linked\nmain\n"  # LTO removed dead_caller, not the member
+        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "libhelper.a", "-o", "prog", *extra],
+            project, env=lw_env(tc, LTOWRAP_MEMO="0"))
+        assert last_link(tmp_path)["decision"] == "distributed"
+        assert run(["./prog"], project).stdout == "helper linked\nmain\n"
+    assert last_link(tmp_path)["thinlink_cached"] is False  # --gc-sections is another thin-link
+
+
 def test_regular_lto_module_beside_thinlto_modules(project, tmp_path, tc22):
     """A -flto=full module gets no shard of its own: its code comes from --lto-obj-path."""
     tc = tc22

@@ -121,7 +121,7 @@ DECL = {
 
 
 def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, ...] = (),
-               a_source: str = DECL["a.c"], shared: bool = False) -> tuple[str, str, bytes]:
+               a_source: str = DECL["a.c"], shared: bool = False, flags: tuple[str, ...] = ()) -> tuple[str, str, bytes]:
     """a's shard text with and without module interfaces, and a's object, with b.c as given;
     the thin-link imports declarations too (as ltowrap's does, LLVM >= 19). `shared`: a
     -shared link of -fPIC objects, which keeps every global of a exported."""
@@ -129,7 +129,7 @@ def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, 
     write(where / "b.c", b_source)
     pic = ("-fPIC",) if shared else ()
     for n in "ab":
-        run([tc.clang, "-O2", "-flto=thin", *pic, *(b_flags if n == "b" else ()), "-c", f"{n}.c"], where)
+        run([tc.clang, "-O2", "-flto=thin", *pic, *flags, *(b_flags if n == "b" else ()), "-c", f"{n}.c"], where)
     declarations = ("-mllvm", "-import-declaration") if tc.version >= 19 else ()
     shard = shards(tc, where, ["a.o", "b.o"], *declarations, *(("-shared",) if shared else ()), *extra)["a.o"]
 
@@ -241,6 +241,32 @@ def test_a_module_only_declared_goes_in_by_its_interface(tc22, tmp_path):
     imported, _, _ = decl_texts(tc22, tmp_path / "def", DECL["b.c"])
     assert "declarations" not in imported
     assert decl_texts(tc22, tmp_path / "def-body", body)[0] != imported
+
+
+SPLIT_B = ("int g = 3, h = 4;\nstatic int t(int x) { return x + 1; }\nint (*fp)(int) = t;\n"
+           "int b(int x) { return fp(x) * 7 + g + h; }\n")  # t's address taken: CFI's type metadata
+
+
+def test_a_split_lto_unit_only_declared_goes_in_by_its_thinlto_modules_interface(tc22, tmp_path):
+    """b.o is a split LTO unit (CFI: a ThinLTO module and a regular-LTO one in one file). A
+    backend that imports only declarations from it opens its ThinLTO module
+    (lto::findThinLTOModule), so that module's interface is what goes in: another body of
+    b() gives the same text and the same object. (The reader once took the second module's
+    abbreviations for the first's, and the shard went in raw, paths and numbering and all.)"""
+    no_defs = ("-mllvm", "-import-instr-limit=0")
+    cfi = ("-fsanitize=cfi-icall", "-fvisibility=hidden")  # a.c: split too (lld wants every unit split alike)
+    base, _, base_obj = decl_texts(tc22, tmp_path / "base", SPLIT_B, *no_defs, flags=cfi)
+    from ltowrap.bitcode import module_count
+
+    assert module_count((tmp_path / "base" / "b.o").read_bytes()) == 2
+    interface = shardkey.module_interface((tmp_path / "base" / "b.o").read_bytes())
+    assert "whole" not in interface.splitlines()[0] and interface.count("\nblock 8\n") == 1
+    assert "declarations" in base
+    text, _, obj = decl_texts(tc22, tmp_path / "body", SPLIT_B.replace("* 7", "* 9"), *no_defs, flags=cfi)
+    assert text == base and obj == base_obj
+    # What IRMover takes of the ThinLTO module (the order of its globals) still changes it.
+    reordered = SPLIT_B.replace("int g = 3, h = 4;", "int h = 4, g = 3;")
+    assert decl_texts(tc22, tmp_path / "order", reordered, *no_defs, flags=cfi)[0] != base
 
 
 def test_the_own_module_is_marked(tc, tmp_path):

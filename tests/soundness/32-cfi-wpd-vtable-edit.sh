@@ -1,0 +1,25 @@
+# C++ with whole-program devirtualization and CFI: every module is a split LTO unit, whose
+# regular-LTO half (vtables, type metadata) the thin-link compiles into one object of its
+# own. One virtual function's constant changes (virtual constant propagation stores it
+# beside the vtable): the regular-LTO half of a.cc changes, and the shards of its callers.
+# A thin-link hit must bring that object as the cold run makes it (thinlink.py keeps it in
+# the entry); the warm link must not fall back, nor keep the old constant.
+CFLAGS="-O2 -flto=thin -fvisibility=hidden -fwhole-program-vtables -fsanitize=cfi"
+LLVM="22 14"
+setup() {
+  cat > s.h <<'H'
+struct Shape { virtual ~Shape(); virtual int sides() const = 0; virtual int id() const; };
+struct Square : Shape { int sides() const override; };
+struct Circle : Shape { int sides() const override; int id() const override; };
+Shape *make(int k);
+H
+  printf '#include "s.h"\nShape::~Shape() {}\nint Shape::id() const { return 1; }\nint Square::sides() const { return 4; }\n' > a.cc
+  printf '#include "s.h"\nint Circle::sides() const { return 0; }\nint Circle::id() const { return 2; }\nShape *make(int k) { if (k) return new Square; return new Circle; }\n' > b.cc
+  printf '#include "s.h"\n#include <cstdio>\nint main(int c, char **) { Shape *s = make(c); std::printf("%%d %%d\\n", s->sides(), s->id()); delete s; }\n' > m.cc
+}
+build() {
+  for f in a b m; do $CXX $CFLAGS -c $f.cc; done
+  $CXX $CFLAGS -fuse-ld=lld a.o b.o m.o -o prog
+  ./prog
+}
+change() { sed -i 's/return 4;/return 5;/' a.cc; }
