@@ -249,10 +249,11 @@ def no_prepare(tree: Path) -> None:
 
 
 def ninja_edit(tree: Path) -> None:
-    """deps_log.cc's kMaxRecordSize (1 << 19) - 1 -> - 2: new code in one module, same behaviour for any real .ninja_deps."""
+    """deps_log.cc's kMaxRecordSize (1 << 19) - 1 -> - 2: new code in one module, the same
+    behaviour for any real .ninja_deps."""
     src = tree / "src" / "deps_log.cc"
-    text, n = re.subn(r"^const unsigned kMaxRecordSize = \(1 << 19\) - 1;$", "const unsigned kMaxRecordSize = (1 << 19) - 2;",
-                      src.read_text(), flags=re.M)
+    text, n = re.subn(r"^const unsigned kMaxRecordSize = \(1 << 19\) - 1;$",
+                      "const unsigned kMaxRecordSize = (1 << 19) - 2;", src.read_text(), flags=re.M)
     if n != 1:
         raise RuntimeError(f"{src}: no 'const unsigned kMaxRecordSize = (1 << 19) - 1;' to edit")
     src.write_text(text)

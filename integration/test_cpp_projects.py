@@ -112,7 +112,8 @@ def ninja_check(build: Path, env: dict[str, str]) -> str:
     done = subprocess.run([str(build / "ninja_test")], cwd=build, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=600)
     out = done.stdout
-    assert done.returncode == 0 and out.rstrip().endswith("passed"), f"ninja_test exited {done.returncode}:\n{out[-4000:]}"
+    assert done.returncode == 0 and out.rstrip().endswith("passed"), \
+        f"ninja_test exited {done.returncode}:\n{out[-4000:]}"
     out += subprocess.run([str(build / "ninja"), "--version"], check=True, capture_output=True, text=True).stdout
     return out
 
@@ -234,7 +235,8 @@ def build_project(name: str, variant: str, src: Path, work: Path) -> Built:
 def link_summary(built: Built) -> str:
     dist = [r for r in built.records if r["decision"] == "distributed"]
     return (f"{len(dist)} links distributed ({sum(r['modules'] for r in dist)} modules, "
-            f"{sum(r['backend_compiles'] for r in dist)} backend compiles, {sum(r['backend_hits'] for r in dist)} hits), "
+            f"{sum(r['backend_compiles'] for r in dist)} backend compiles, "
+            f"{sum(r['backend_hits'] for r in dist)} hits), "
             f"{sum(r['decision'] == 'fallback' for r in built.records)} fallback")
 
 
@@ -245,7 +247,8 @@ def check_links(built: Built) -> None:
     for r in built.records:
         argv = r["argv"]
         out = argv[argv.index("-o") + 1] if "-o" in argv else "?"
-        assert r["decision"] != "fallback", (out, r["cwd"], r["reason"], r.get("detail"), (r.get("output") or "")[-3000:])
+        assert r["decision"] != "fallback", (out, r["cwd"], r["reason"], r.get("detail"),
+                                             (r.get("output") or "")[-3000:])
         if r["modules"] > 0:
             assert r["decision"] == "distributed", (out, r["cwd"], r["decision"], r["reason"])
             assert r["argv"][0] == str(LLVM / "ld.lld"), (out, r["argv"][0])
