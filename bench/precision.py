@@ -8,6 +8,7 @@ not times: the machine's load does not move them. Writes bench/results/<date>-pr
 
     .venv/bin/python bench/precision.py                 # redis, five edits
     .venv/bin/python bench/precision.py --project lua
+    .venv/bin/python bench/precision.py --project ninja   # ninja-build, its CMake build (C++)
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ EDITS: dict[str, list[Edit]] = {
             # A new exported function that nothing calls (issue 24).
             ("lvm.c", None, "\nint fp_edit_lvm(int x) { return x * 12345 + 1; }\n"),
             ("lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101")],
+    "ninja": [("deps_log.cc", "const unsigned kMaxRecordSize = (1 << 19) - 1;",
+               "const unsigned kMaxRecordSize = (1 << 19) - 2;"),
+              ("util.cc", "  const int kMaxValidEditDistance = 3;", "  const int kMaxValidEditDistance = 4;"),
+              # ninja.cc: main()'s own module (`-t targets`' default depth)
+              ("ninja.cc", "  int depth = 1;", "  int depth = 2;"),
+              # A new exported function that nothing calls (issue 24).
+              ("graph.cc", None, "\nint fp_edit_graph(int x) { return x * 12345 + 1; }\n")],
 }
 
 
@@ -74,7 +82,7 @@ def ltowrap_compiles(log: Path) -> int:
 
 
 def measure(bench: Bench, edit: Edit, count: Callable[[Path], int], log: Path) -> int:
-    src = bench.tree / bench.project.make_dir / edit[0]
+    src = bench.tree / bench.project.src_dir / edit[0]
     before = apply(src, edit[1], edit[2])
     try:
         bench.build(log=log)

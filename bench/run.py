@@ -1,6 +1,6 @@
 """Benchmark ltowrap against lld's own ThinLTO modes on a real Debian package build.
 
-    .venv/bin/python bench/run.py [--project lua|redis] [--reps N] [--jobs N] [--only CONFIG ...]
+    .venv/bin/python bench/run.py [--project lua|ninja|redis] [--reps N] [--jobs N] [--only CONFIG ...]
 
 Each repetition builds the project once per configuration, in a fresh copy of the source
 tree with fresh caches, configurations in rotating order:
@@ -40,7 +40,11 @@ with its phases); inside a build that link runs beside the link of `luac`. The w
 command is the main binary's link line (from `make -n`) run LINK_COMMAND_RUNS times per
 repetition without make, whose own work (0.3 s for redis's Makefiles) is no link's.
 
-Projects: `lua` (lua5.4, src/Makefile; main binary `lua`) and `redis` (Debian's redis 7.0,
+Projects: `lua` (lua5.4, src/Makefile; main binary `lua`), `ninja` (ninja-build 1.11, a C++
+project: its own CMake build with the Ninja generator, configured untimed before each tree's
+first build, CXX the configuration's C compiler's `++` sibling; the default target, ninja,
+ninja_test and six perf tools; main binary `ninja`; checked by a small build with it, and
+ltowrap's cold build by ninja_test) and `redis` (Debian's redis 7.0,
 its upstream Makefiles with MALLOC=libc, the bundled lua, hiredis, hdr_histogram and linenoise
 as bitcode archives made with llvm-ar 22; main binary `redis-server`, linked beside
 redis-cli, redis-benchmark and the bundled lua/luac; every build is checked with redis-cli
@@ -130,10 +134,18 @@ class Project:
     edit: Callable[[Path], None]  # a small real code change in one source file
     smoke: Callable[[Path], None]  # check the built program works
     check: Callable[[Path], None] | None = None  # a longer test, run once, after ltowrap's cold build (untimed)
+    # A CMake project: make_dir is its build directory, configured (untimed) before the first
+    # build with the configuration's compilers and flags; ninja runs the builds (make_vars unused).
+    cmake: bool = False
+    src: str = ""  # where the sources an edit changes are, relative to the tree (default: make_dir)
 
     @property
     def main_binary(self) -> str:
         return self.binaries[0]
+
+    @property
+    def src_dir(self) -> str:
+        return self.src or self.make_dir
 
 
 def lua_make_vars(cc: str, cflags: str, ldflags: str) -> list[str]:
@@ -228,11 +240,71 @@ def redis_check(tree: Path) -> None:
     print("  runtest unit/type/string unit/keyspace: all passed", flush=True)
 
 
+def no_make_vars(cc: str, cflags: str, ldflags: str) -> list[str]:
+    return []
+
+
+def no_prepare(tree: Path) -> None:
+    """Debian's patched tree builds as is."""
+
+
+def ninja_edit(tree: Path) -> None:
+    """deps_log.cc's kMaxRecordSize (1 << 19) - 1 -> - 2: new code in one module, the same
+    behaviour for any real .ninja_deps."""
+    src = tree / "src" / "deps_log.cc"
+    text, n = re.subn(r"^const unsigned kMaxRecordSize = \(1 << 19\) - 1;$",
+                      "const unsigned kMaxRecordSize = (1 << 19) - 2;", src.read_text(), flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{src}: no 'const unsigned kMaxRecordSize = (1 << 19) - 1;' to edit")
+    src.write_text(text)
+
+
+NINJA_SMOKE = """rule cat
+  command = cat $in > $out
+rule up
+  command = tr a-z A-Z < $in > $out
+build mid.txt: cat a.txt b.txt
+build out.txt: up mid.txt
+default out.txt
+"""
+
+
+def ninja_smoke(tree: Path) -> None:
+    """ninja --version, then a two-step build and a no-op rebuild in a scratch directory."""
+    ninja = tree / "build" / "ninja"
+    out = subprocess.run([str(ninja), "--version"], check=True, capture_output=True, text=True).stdout
+    if out != "1.11.1\n":
+        raise RuntimeError(f"ninja --version printed {out!r}")
+    with tempfile.TemporaryDirectory(prefix="ninja-smoke-") as wd:
+        work = Path(wd)
+        (work / "build.ninja").write_text(NINJA_SMOKE)
+        (work / "a.txt").write_text("hello ")
+        (work / "b.txt").write_text("ninja\n")
+        subprocess.run([str(ninja), "-C", wd], check=True, capture_output=True)
+        again = subprocess.run([str(ninja), "-C", wd], check=True, capture_output=True, text=True).stdout
+        if (work / "out.txt").read_text() != "HELLO NINJA\n" or "no work to do" not in again:
+            raise RuntimeError(f"ninja built {(work / 'out.txt').read_text()!r}, then said {again!r}")
+
+
+def ninja_check(tree: Path) -> None:
+    """ninja's own unit tests (ninja_test, part of the default target)."""
+    build = tree / "build"
+    done = subprocess.run([str(build / "ninja_test")], cwd=build, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not done.stdout.rstrip().endswith("passed"):
+        raise RuntimeError(f"ninja_test exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    print("  ninja_test: passed", flush=True)
+
+
 PROJECTS = {
     "lua": Project("lua5.4", "src", "all", lua_make_vars, ("lua", "luac"), debsrc.prepare_lua_upstream, lua_edit, lua_smoke),
     "redis": Project("redis", "src", "all", redis_make_vars,
                      ("redis-server", "redis-cli", "redis-benchmark", "redis-sentinel", "redis-check-rdb",
                       "redis-check-aof"), redis_prepare, redis_edit, redis_smoke, redis_check),
+    # ninja-build's own CMake build (the default target: ninja, ninja_test and six perf tools).
+    "ninja": Project("ninja-build", "build", "all", no_make_vars,
+                     ("ninja", "ninja_test", "build_log_perftest", "canon_perftest", "clparser_perftest",
+                      "depfile_parser_perftest", "hash_collision_bench", "manifest_parser_perftest"),
+                     no_prepare, ninja_edit, ninja_smoke, ninja_check, cmake=True, src="src"),
 }
 
 
@@ -260,10 +332,30 @@ class Bench:
     workers: int = 2  # remote-exec and hybrid: the loopback workers
 
     def make(self, *targets: str, log: Path | None = None) -> Run:
-        vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
-        argv = ["make", "-C", self.project.make_dir, f"-j{MAKE_JOBS}", *(targets or (self.project.target,)), *vars_]
+        if self.project.cmake:
+            self.configure()
+            argv = ["ninja", "-C", self.project.make_dir, f"-j{MAKE_JOBS}", *(targets or (self.project.target,))]
+        else:
+            vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
+            argv = ["make", "-C", self.project.make_dir, f"-j{MAKE_JOBS}", *(targets or (self.project.target,)), *vars_]
         env = self.env | ({"LTOWRAP_LOG": str(log)} if log else {})
         return measure(argv, self.tree, env, self.output)
+
+    def configure(self) -> None:
+        """A CMake project's build directory, once (untimed): the configuration's C compiler and
+        its C++ sibling (clang -> clang++, ltowrap-clang -> ltowrap-clang++; a `ccache` in front
+        becomes CMake's compiler launcher), its flags, and its link flags for executables."""
+        build = self.tree / self.project.make_dir
+        if (build / "build.ninja").exists():
+            return
+        *launcher, cc = self.config.cc.split()
+        argv = ["cmake", "-S", str(self.tree), "-B", str(build), "-G", "Ninja", f"-DCMAKE_C_COMPILER={cc}",
+                f"-DCMAKE_CXX_COMPILER={cc}++", f"-DCMAKE_C_FLAGS={self.config.cflags}",
+                f"-DCMAKE_CXX_FLAGS={self.config.cflags}", f"-DCMAKE_EXE_LINKER_FLAGS={self.config.ldflags}"]
+        if launcher:
+            argv += [f"-DCMAKE_C_COMPILER_LAUNCHER={';'.join(launcher)}",
+                     f"-DCMAKE_CXX_COMPILER_LAUNCHER={';'.join(launcher)}"]
+        measure(argv, self.tree, self.env, self.output)
 
     def remove_binaries(self, names: tuple[str, ...]) -> None:
         for name in names:
@@ -279,6 +371,10 @@ class Bench:
     def link_command(self) -> str:
         """The shell line make runs to link the main binary (from `make -n`, the binary removed)."""
         self.remove_binaries((self.project.main_binary,))
+        if self.project.cmake:  # the last command ninja would run for the binary is its link
+            dry = subprocess.run(["ninja", "-C", self.project.make_dir, "-t", "commands", self.project.main_binary],
+                                 cwd=self.tree, env=self.env, capture_output=True, text=True, check=True).stdout
+            return dry.splitlines()[-1]
         vars_ = self.project.make_vars(self.config.cc, self.config.cflags, self.config.ldflags)
         dry = subprocess.run(["make", "-n", "-C", self.project.make_dir, self.project.main_binary, *vars_],
                              cwd=self.tree, env=self.env, capture_output=True, text=True, check=True).stdout
@@ -708,7 +804,7 @@ def tables(samples: list[Sample]) -> tuple[str, dict]:
     build_med = {r.key: median_of(samples, r.key, lambda s: s.run.wall) for r in BUILD_ROWS}
     build_cpu = {r.key: median_of(samples, r.key, lambda s: s.run.cpu) for r in BUILD_ROWS}
     link_med = {r.key: median_of(samples, r.key, link_seconds) for r in LINK_ROWS}
-    out = [f"### Whole `make -j{MAKE_JOBS}` (medians)", "",
+    out = [f"### Whole build, `make -j{MAKE_JOBS}` (`ninja -j{MAKE_JOBS}` for a CMake project) (medians)", "",
            "Backend compiles: per repetition, over all links of the make (ltowrap: LTOWRAP_LOG; "
            "lld cache-dir: new cache entries).", "",
            "| configuration | wall s | user+sys s | peak RSS MiB | wall vs in-process | wall vs cache-dir "

@@ -156,8 +156,9 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
         run.record.span(name, start, end)
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
-        # Not plainly the user's own error: their command decides, as without ltowrap.
-        raise Unsupported(Reason.FINAL_LINK_FAILED)
+        # Not plainly the user's own error: their command decides, as without ltowrap. What the
+        # linker said goes into the log (and, with verbose, to stderr), to tell why.
+        raise ToolFailed(final, rc, err.decode("utf-8", "replace"), Reason.FINAL_LINK_FAILED)
     sys.stdout.buffer.write(out)
     if rc != 0 and not run.settings.verbose:  # the link failed: what the backends said may tell why
         sys.stderr.write(warnings)

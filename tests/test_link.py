@@ -380,3 +380,98 @@ def test_regular_lto_module_beside_thinlto_modules(project, tmp_path, tc22):
     assert run(["./prog"], project).stdout == "123\n"
     rec = last_link(tmp_path)
     assert rec["decision"] == "distributed" and rec["modules"] == 3 and rec["backend_compiles"] == 2
+
+
+CFI_MAIN = r"""
+#include <cstdio>
+#include <cstring>
+struct Shape { virtual int area() const; virtual ~Shape(); };
+struct Other { virtual int other() const; virtual ~Other(); };
+Shape* make(int n);
+Other* make_other();
+int (*pick(int n))(int);
+int main(int argc, char** argv) {
+    Shape* s = make(argc);
+    std::printf("area %d fn %d\n", s->area(), pick(argc)(7));
+    if (argc > 1 && !std::strcmp(argv[1], "bad")) {
+        // A cast to an unrelated class: -fsanitize=cfi traps the virtual call.
+        Shape* wrong = reinterpret_cast<Shape*>(make_other());
+        std::printf("not reached %d\n", wrong->area());
+    }
+    delete s;
+    return 0;
+}
+"""
+CFI_SHAPES = """
+struct Shape { virtual int area() const; virtual ~Shape(); };
+struct Square : Shape { int side; explicit Square(int s) : side(s) {} int area() const override; };
+struct Other { virtual int other() const; virtual ~Other(); };
+int Shape::area() const { return 0; }
+Shape::~Shape() {}
+int Square::area() const { return side * side; }
+int Other::other() const { return 1; }
+Other::~Other() {}
+Shape* make(int n) { return n > 1 ? new Square(n + 2) : new Shape; }
+Other* make_other() { return new Other; }
+static int add1(int x) { return x + 1; }
+static int add2(int x) { return x + 2; }
+int (*pick(int n))(int) { return n > 1 ? add2 : add1; }
+"""
+
+
+def test_split_lto_units_keep_their_regular_lto_part(project, tmp_path, tc22):
+    """-fsanitize=cfi splits each module into a ThinLTO part and a regular-LTO part (vtables with
+    their type metadata, the jump tables): the thin-link compiles the regular parts into
+    --lto-obj-path's object, which the final link needs although no module is regular LTO
+    as a whole. Once a bug: that object was left out, and the final link failed (undefined
+    vtables and `.cfi` functions), so the link fell back. The program's CFI checks still trap."""
+    tc = tc22
+    ignorelist = tc.bindir.parent / "lib" / "clang" / "22" / "share" / "cfi_ignorelist.txt"
+    if not ignorelist.exists():
+        from needs import missing
+
+        missing(str(ignorelist), "dev/setup installs libclang-rt-22-dev")
+    write(project / "main.cc", CFI_MAIN)
+    write(project / "shapes.cc", CFI_SHAPES)
+    flags = ["-O2", "-flto=thin", "-fvisibility=hidden", "-fsanitize=cfi"]
+    env = lw_env(tc)
+    for src in ("main.cc", "shapes.cc"):
+        run([wrapper("ltowrap-clang++"), *flags, "-c", src], project, env=env)
+    for n, memo in enumerate(("1", "0")):  # the second: the memo off, the thin-link's cache consulted
+        done = run([wrapper("ltowrap-clang++"), *flags, "-fuse-ld=lld", "main.o", "shapes.o", "-o", "prog"], project,
+                   env=lw_env(tc, LTOWRAP_MEMO=memo))
+        assert "ltowrap:" not in done.stderr, done.stderr
+        rec = last_link(tmp_path)
+        assert rec["decision"] == "distributed", (n, rec.get("reason"), rec.get("output"))
+        assert run(["./prog"], project).stdout == "area 0 fn 8\n"
+        assert run(["./prog", "x"], project).stdout == "area 16 fn 9\n"
+        bad = run(["./prog", "bad"], project, check=False)
+        assert bad.returncode == -4 and "not reached" not in bad.stdout, (bad.returncode, bad.stdout)  # SIGILL: ud2
+
+
+def test_a_failed_final_link_says_why(project, tmp_path, tc22):
+    """A final link that fails for a reason of ltowrap's own making falls back to the original
+    command; what the linker said is kept in the log's `output` and, with verbose, printed.
+    Here an ld.lld (first on PATH) that refuses any link naming a file in ltowrap's cache."""
+    tc = tc22
+    want = prepared(project, tc)
+    fake = tmp_path / "fake-bin"
+    write(fake / "ld.lld", f"""#!/bin/sh
+case "$*" in
+*--thinlto-index-only*) ;;
+*"$LTOWRAP_CACHE_DIR"*) echo "fake-ld: no objects from $LTOWRAP_CACHE_DIR, please" >&2; exit 1 ;;
+esac
+exec {tc.lld} "$@"
+""").chmod(0o755)
+    (fake / "clang").symlink_to(tc.clang)  # the backend compiler: the clang beside the ld.lld run
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "LTOWRAP_VERBOSE": "1"}
+    done = run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", "main.o", "add.o", "mul.o", "twice.o"], project,
+               env=env)
+    rec = last_link(tmp_path)
+    assert rec["argv"][0] == str(fake / "ld.lld")
+    assert rec["decision"] == "fallback" and rec["reason"] == "final_link_failed", rec
+    assert "fake-ld: no objects from" in rec["output"], rec
+    assert "fake-ld: no objects from" in done.stderr, done.stderr
+    # the original command ran instead, and linked
+    run([tc.clang, "-fuse-ld=lld", "combined.o", "-o", "prog"], project)
+    assert run(["./prog"], project).stdout == want
