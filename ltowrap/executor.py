@@ -208,6 +208,10 @@ class Executor:
                                          side.fields(), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
+            if text is not None:
+                from . import shardkey
+
+                dump.append("shard format: " + shardkey.summary_format(text))
             dump.append("shard text (shardkey.py):\n" + text if text is not None
                         else "shard text: unreadable, its raw bytes went in")
         return key, dump

@@ -24,9 +24,6 @@ from .fsutil import read_bytes
 from .plan import LinkPlan
 
 
-IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-declaration
-
-
 @dataclass(frozen=True)
 class ThinLinkResult:
     jobs: tuple[Job, ...]
@@ -37,16 +34,18 @@ class ThinLinkResult:
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        keyed: list[str], digest_of: Callable[[str], str], llvm_major: int, verify: bool = False) -> ThinLinkResult:
+        keyed: list[str], digest_of: Callable[[str], str], declarations: bool, verify: bool = False) -> ThinLinkResult:
     """The cached thin-link, else this one run under a claim: an identical thin-link already
     running in another process is waited for (holding no slot) and its result taken.
-    `keyed`: the files besides the modules whose contents the key holds. `verify`: a hit is
-    run again and compared (the fresh result is used, and replaces it)."""
+    `keyed`: the files besides the modules whose contents the key holds. `declarations`:
+    this lld takes -import-declaration (its probe, toolchain.LLD_PROBES: lld 19 and later;
+    the key has it through lld's identity, under which the probe is kept). `verify`: a hit
+    is run again and compared (the fresh result is used, and replaces it)."""
     if thin_key is None:
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, declarations)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
     if hit is not None and verify:
-        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, declarations)
         _check(cache, hit, fresh)
         return fresh
     if hit is not None:
@@ -57,11 +56,11 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
             hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
             if hit is not None:
                 return hit
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, declarations)
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-           keyed: list[str], digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
+           keyed: list[str], digest_of: Callable[[str], str], declarations: bool) -> ThinLinkResult:
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
@@ -74,7 +73,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         f"--lto-obj-path={full_obj}",
         "--trace",
     ]
-    if llvm_major >= IMPORT_DECLARATION_SINCE:
+    if declarations:
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
         argv += ["-mllvm", "-import-declaration"]

@@ -34,6 +34,19 @@ LINKER_ENV = ("LLD_VERSION",)
 UNSET = "\0unset"  # the value env_values gives a variable that is not set
 # The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
 SHIMMED = ("clang", "clang++", "ld.lld")
+# Set by the clang entry when the backend clang (the `clang` setting) is not the driver that
+# gave the link line: that driver, whose release the link must then share (pipeline.py).
+DRIVER = "LTOWRAP_DRIVER"
+# What ltowrap asks ld.lld before relying on a feature that came in some release (what the
+# tool says, not a guess from its version): each probe runs `ld.lld <argv> --version`, which
+# exits 0 only if lld takes the option (13-16 have no --fat-lto-objects, 13-14 no
+# --thinlto-emit-index-files, 13-16 no -import-declaration, all but 21+ no DTLTO).
+LLD_PROBES = {
+    "fat-lto-objects": ("--fat-lto-objects",),
+    "thinlto-emit-index-files": ("--thinlto-emit-index-files",),
+    "thinlto-distributor": ("--thinlto-distributor=ltowrap-probe",),
+    "import-declaration": ("-mllvm", "-import-declaration"),
+}
 
 
 class ToolNotFound(Exception):
@@ -222,12 +235,26 @@ def version_text(tool: str) -> str:
     return (out or err).decode(errors="replace")
 
 
-def llvm_major(version: str) -> int:
-    """The major version in a `clang version N.x` text (0 if not found).
-
-    The thin-link's lld is the one beside this clang (sibling), so it is the same.
-    """
-    marker = "clang version "
+def release(version: str, marker: str = "clang version ") -> str:
+    """The release in a `--version` text: 'Debian clang version 22.1.8 (1~deb12u1)' -> '22.1.8',
+    'Debian LLD 19.1.7 (compatible with GNU linkers)' with marker 'LLD ' -> '19.1.7' ('' if none)."""
     i = version.find(marker)
-    digits = version[i + len(marker) :].split(".", 1)[0] if i >= 0 else ""
-    return int(digits) if digits.isdigit() else 0
+    if i < 0:
+        return ""
+    word = version[i + len(marker) :].split(None, 1)
+    digits = word[0] if word else ""
+    return digits if digits[:1].isdigit() else ""
+
+
+def lld_facts(ld: str) -> dict:
+    """What this ld.lld says of itself: its release (`--version`) and which LLD_PROBES it
+    takes. Six lld starts (a few ms each): cachekey.linker_facts keeps the answer."""
+    _, out, err = proc.capture([ld, "--version"])
+    text = (out or err).decode(errors="replace")
+    takes = []
+    for feature, argv in LLD_PROBES.items():
+        rc, _, _ = proc.capture([ld, *argv, "--version"])
+        if rc == 0:
+            takes.append(feature)
+    return {"release": release(text, "LLD "), "version": text.strip().splitlines()[0] if text.strip() else "",
+            "takes": takes}
