@@ -236,14 +236,17 @@ def version_text(tool: str) -> str:
 
 
 def release(version: str, marker: str = "clang version ") -> str:
-    """The release in a `--version` text: 'Debian clang version 22.1.8 (1~deb12u1)' -> '22.1.8',
-    'Debian LLD 19.1.7 (compatible with GNU linkers)' with marker 'LLD ' -> '19.1.7' ('' if none)."""
+    """The release in a `--version` text, as digits and dots: 'Debian clang version 13.0.1-11+b2'
+    -> '13.0.1', 'Debian LLD 19.1.7 (compatible with GNU linkers)' with marker 'LLD ' ->
+    '19.1.7', 'clang version 20.0.0git' -> '20.0.0' ('' if none)."""
     i = version.find(marker)
     if i < 0:
         return ""
-    word = version[i + len(marker) :].split(None, 1)
-    digits = word[0] if word else ""
-    return digits if digits[:1].isdigit() else ""
+    rest = version[i + len(marker) :]
+    n = 0
+    while n < len(rest) and (rest[n].isdigit() or rest[n] == "."):
+        n += 1
+    return rest[:n].strip(".")
 
 
 def lld_facts(ld: str) -> dict:

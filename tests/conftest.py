@@ -18,6 +18,10 @@ BIN = Path(sys.executable).parent  # the venv ltowrap is installed in
 # Every test that takes `tc` runs on both; dev/setup installs both. One that is missing
 # skips visibly here and fails the run in CI (needs.missing), never drops out unseen.
 LLVM_VERSIONS = (22, 14)
+# Every clang/lld/llvm release Debian bookworm ships (dev/setup installs all six): the tests
+# that take `any_tc` (tests/test_versions.py: a small core, the summary format, the gates)
+# and the lua fidelity check (integration/test_versions_lua.py) run on each.
+ALL_VERSIONS = (22, 19, 16, 15, 14, 13)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,11 @@ def toolchain(version: int) -> Toolchain:
 
 @pytest.fixture(params=LLVM_VERSIONS, ids=[f"llvm{v}" for v in LLVM_VERSIONS])
 def tc(request) -> Toolchain:
+    return toolchain(request.param)
+
+
+@pytest.fixture(params=ALL_VERSIONS, ids=[f"llvm{v}" for v in ALL_VERSIONS])
+def any_tc(request) -> Toolchain:
     return toolchain(request.param)
 
 

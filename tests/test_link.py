@@ -278,10 +278,10 @@ def shims_for(path: str, cwd: Path) -> Path:
 
 
 def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_path, tc22):
-    """`PATH=$(ltowrap shims):$PATH make CC=clang-19` must not bypass ltowrap for a version it had no list entry for.
+    """`PATH=$(ltowrap shims):$PATH make CC=clang-23` must not bypass ltowrap for a version it had no list entry for.
 
-    "Installing" clang 19 here puts LLVM 22's clang and ld.lld on PATH as clang-19,
-    clang++-19 and ld.lld-19, the way Debian's versioned names point into /usr/lib/llvm-N.
+    "Installing" clang 23 (no Debian bookworm release) here puts LLVM 22's clang and ld.lld on PATH as clang-23,
+    clang++-23 and ld.lld-23, the way Debian's versioned names point into /usr/lib/llvm-N.
     """
     path = os.environ["PATH"]
     before = shims_for(path, project)
@@ -290,22 +290,22 @@ def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_
     assert {"clang", "clang++", "ld.lld"} | on_machine <= {p.name for p in before.iterdir()}
     assert {f"clang-{tc22.version}", f"ld.lld-{tc22.version}"} <= on_machine  # Debian's names, so the check means something
 
-    llvm19 = tmp_path / "llvm-19" / "bin"
-    llvm19.mkdir(parents=True)
-    for name, real in (("clang-19", tc22.clang), ("clang++-19", tc22.clangxx), ("ld.lld-19", tc22.lld)):
-        (llvm19 / name).symlink_to(real)
-    with_19 = f"{llvm19}{os.pathsep}{path}"
-    shims = shims_for(with_19, project)
-    assert {"clang-19", "clang++-19", "ld.lld-19"} <= {p.name for p in shims.iterdir()}
-    assert "clang-19" not in {p.name for p in before.iterdir()}  # a directory once made is never changed
+    llvm23 = tmp_path / "llvm-23" / "bin"
+    llvm23.mkdir(parents=True)
+    for name, real in (("clang-23", tc22.clang), ("clang++-23", tc22.clangxx), ("ld.lld-23", tc22.lld)):
+        (llvm23 / name).symlink_to(real)
+    with_23 = f"{llvm23}{os.pathsep}{path}"
+    shims = shims_for(with_23, project)
+    assert {"clang-23", "clang++-23", "ld.lld-23"} <= {p.name for p in shims.iterdir()}
+    assert "clang-23" not in {p.name for p in before.iterdir()}  # a directory once made is never changed
 
     sources(project)
     want = expected_output(project, tc22)
-    assert build_through("clang-19", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_19}"}) == want
+    assert build_through("clang-23", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_23}"}) == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
-    shutil.rmtree(llvm19)  # uninstalled: no shim is left that would find nothing
-    assert "clang-19" not in {p.name for p in shims_for(with_19, project).iterdir()}
+    shutil.rmtree(llvm23)  # uninstalled: no shim is left that would find nothing
+    assert "clang-23" not in {p.name for p in shims_for(with_23, project).iterdir()}
 
 
 def test_disable_is_pure_passthrough(project, tmp_path, tc):
