@@ -75,6 +75,7 @@ def cmd_stats(settings: Settings, a: argparse.Namespace) -> int:
         f"  Failures:                 {s['backend_failures']}",
         f"  Waited for another link:  {s['backend_waits']}",
         f"  Not cached (side inputs): {s['backend_uncached']}",
+        f"  Options left out (another release's, rejected by clang): {s['backend_options_dropped']}",
         f"  CPU time saved by hits:   {s['cpu_saved_seconds']:.1f} s",
         "Thin-links:",
         f"  Cached (skipped):         {s['thinlink_hits']}",

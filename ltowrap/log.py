@@ -26,6 +26,7 @@ class Backend:
     raced: bool | None = None  # run here and on a worker at once; `source` says which won
     uncached: str | None = None  # why this compile was not cached (what it reads cannot be told)
     verified: str | None = None  # a hit checked by compiling again (verify): 'same', or both digests
+    dropped: list[str] | None = None  # recorded options the backend clang rejects (another release's), left out
 
 
 @dataclass

@@ -51,6 +51,7 @@ COUNTERS: dict[str, str] = {
     "remote_upload_errors": "objects that could not be published",
     "remote_retries": "remote requests asked again after the server said not now (busy, unavailable, aborted)",
     "backend_uncached": "backend compiles not cached: what they read cannot be told (LTOWRAP_LOG says why)",
+    "backend_options_dropped": "backends whose recorded options held one their clang rejects (a module of another LLVM release): left out",
     "verify_checks": "cache hits checked by doing the work again (the verify setting)",
     "verify_mismatches": "checked hits whose bytes differed from the work done again: the fresh result was used and stored",
     "bad_entries": "cache entries that failed verification (removed and rebuilt)",

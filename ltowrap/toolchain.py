@@ -38,9 +38,11 @@ SHIMMED = ("clang", "clang++", "ld.lld")
 # gave the link line: that driver, whose release the link must then share (pipeline.py).
 DRIVER = "LTOWRAP_DRIVER"
 # What ltowrap asks ld.lld before relying on a feature that came in some release (what the
-# tool says, not a guess from its version): each probe runs `ld.lld <argv> --version`, which
-# exits 0 only if lld takes the option (13-16 have no --fat-lto-objects, 13-14 no
-# --thinlto-emit-index-files, 13-16 no -import-declaration, all but 21+ no DTLTO).
+# tool says, not a guess from its version). One run, `ld.lld <every probe> --version`: lld
+# names each option it does not take ("unknown argument '--fat-lto-objects'", "-mllvm: ...
+# Unknown command line argument '-import-declaration'") and prints its version (13-16 have
+# no --fat-lto-objects, 13-14 no --thinlto-emit-index-files, 13-16 no -import-declaration,
+# all but 21 and later no DTLTO).
 LLD_PROBES = {
     "fat-lto-objects": ("--fat-lto-objects",),
     "thinlto-emit-index-files": ("--thinlto-emit-index-files",),
@@ -250,14 +252,60 @@ def release(version: str, marker: str = "clang version ") -> str:
 
 
 def lld_facts(ld: str) -> dict:
-    """What this ld.lld says of itself: its release (`--version`) and which LLD_PROBES it
-    takes. Six lld starts (a few ms each): cachekey.linker_facts keeps the answer."""
-    _, out, err = proc.capture([ld, "--version"])
-    text = (out or err).decode(errors="replace")
-    takes = []
-    for feature, argv in LLD_PROBES.items():
-        rc, _, _ = proc.capture([ld, *argv, "--version"])
-        if rc == 0:
-            takes.append(feature)
+    """What this ld.lld says of itself: its release (`--version`) and which LLD_PROBES it takes.
+    One lld start (30 ms), or one per probe when lld's errors name none of them;
+    cachekey.linker_facts keeps the answer."""
+    argv = [a for probe in LLD_PROBES.values() for a in probe]
+    rc, out, err = proc.capture([ld, *argv, "--version"])
+    text, errors = out.decode(errors="replace"), err.decode(errors="replace")
+    named = [line for line in errors.splitlines() if "nknown" in line]  # unknown / Unknown
+    refused = {f for f, probe in LLD_PROBES.items() if any(f"'{probe[-1]}'" in line for line in named)}
+    if rc != 0 and not refused:  # it failed for another reason: ask one at a time
+        refused = {f for f, probe in LLD_PROBES.items() if proc.capture([ld, *probe, "--version"])[0] != 0}
     return {"release": release(text, "LLD "), "version": text.strip().splitlines()[0] if text.strip() else "",
-            "takes": takes}
+            "takes": [f for f in LLD_PROBES if f not in refused]}
+
+
+# How clang names an option it rejects: the driver's own ('unknown argument', 'unsupported
+# option ... for target'), and an -mllvm or -Xclang one the compiler itself refuses.
+REJECTION_MARKERS = ("unknown argument: '", "unknown argument '", "unsupported option '",
+                     "Unknown command line argument '")
+
+
+def rejected_options(clang: str, options: list[str]) -> list[str]:
+    """The options of `options` this clang rejects, as it says: a compile of an empty IR
+    module with them names each (`clang -c -x ir /dev/null`), driver options first, those
+    it passes on (-mllvm, -Xclang) once the others are gone. Empty when it takes them all,
+    or fails without naming any (the backend compile then fails as it would)."""
+    rejected: list[str] = []
+    for _ in range(3):
+        rc, _, err = proc.capture([clang, "-c", "-x", "ir", os.devnull, "-o", os.devnull,
+                                   *without(options, rejected)])
+        if rc == 0:
+            break
+        named = set()
+        for line in err.decode(errors="replace").splitlines():
+            for marker in REJECTION_MARKERS:
+                i = line.find(marker)
+                end = line.find("'", i + len(marker)) if i >= 0 else -1
+                if end > 0:
+                    named.add(line[i + len(marker) : end])
+        found = [o for o in options if o in named and o not in rejected]
+        if not found:
+            break
+        rejected += found
+    return rejected
+
+
+def without(options: list[str], rejected: list[str]) -> list[str]:
+    """`options` less the rejected ones (an -mllvm or -Xclang value with the flag before it)."""
+    out: list[str] = []
+    i = 0
+    while i < len(options):
+        if options[i] in ("-mllvm", "-Xclang") and i + 1 < len(options) and options[i + 1] in rejected:
+            i += 2
+            continue
+        if options[i] not in rejected:
+            out.append(options[i])
+        i += 1
+    return out

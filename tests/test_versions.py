@@ -451,3 +451,26 @@ def test_mixed_lld_and_backends_are_refused(project, tmp_path):
     run([wrapper("ltowrap-ld.lld"), "a.o", "b.o", *start], project, env={**env, "LTOWRAP_CLANG": old.clang})
     assert links(tmp_path)[-1]["decision"] == "distributed"
     assert stats_json(env)["fallback_reasons"] == {"mixed_toolchain": 1}
+
+
+def test_options_the_backend_clang_rejects_are_left_out(project, tmp_path):
+    """A module compiled by clang 14 with -flegacy-pass-manager (which 15 and later reject),
+    linked with the 16 toolchain (lld 16 reads 14's bitcode): the backend clang says it
+    rejects the recorded option, so the backend compile goes without it (as in-process
+    ThinLTO, which applies no compile option), logged and counted; a module of clang 16's
+    own release keeps its options unprobed."""
+    old, new = _two(14, 16)
+    _objects_of(old, project)
+    for n in "ab":  # the same through ltowrap-clang: their option records
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-flegacy-pass-manager", "-c", f"{n}.c"], project,
+            env={**os.environ, "LTOWRAP_CLANG": old.clang})
+    write(project / "c.c", "int c(int x) { return x - 1; }\n")
+    run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", "-c", "c.c"], project, env={**os.environ, "LTOWRAP_CLANG": new.clang})
+    env = {**os.environ, "LTOWRAP_CLANG": new.clang}
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "a.o", "b.o", "c.o", "-o", "prog"], project, env=env)
+    assert run(["./prog"], project, check=False).returncode == 5
+    rec = links(tmp_path)[-1]
+    assert rec["decision"] == "distributed", rec
+    dropped = {b["module"]: b.get("dropped") for b in rec["backends"]}
+    assert dropped == {"a.o": ["-flegacy-pass-manager"], "b.o": ["-flegacy-pass-manager"], "c.o": None}, dropped
+    assert stats_json(env)["backend_options_dropped"] == 2
