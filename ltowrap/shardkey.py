@@ -96,9 +96,9 @@ llvm-bcanalyzer):
   (LTOBackend thinBackend), which changes nothing unless that module has a partial
   sample profile's summary. So it goes in only for a module that may have one
   (has_sample_profile, asked through canonical's sample_profiled); otherwise a constant
-  line stands for it. Kept, a new function anywhere in the link changed every key (lua
-  with a function appended to ltable.c: 33 backends of 33, where lld's cache, whose key
-  never took it, compiled 25).
+  line stands for it. Kept, a new function anywhere in the link changed every key (lua's
+  `lua` with a function appended to ltable.c: 33 keys of 33; left out, 25: ltable.o and
+  the 24 modules that import a body from it). lld's own cache key never took it.
 """
 
 from __future__ import annotations
