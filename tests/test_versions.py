@@ -309,6 +309,9 @@ def test_summary_format(any_tc, tmp_path):
     version = SUMMARY_VERSION[tc.version]
     assert all(f"\nsummaries v{version}\n" in j["canonical_text"] for j in jobs), jobs[0]["canonical_text"]
     assert all("\nsummaries raw (summary version" in j["raw_text"] for j in jobs)
+    # What `ltowrap explain` says of each (its `shard format:` line).
+    assert shardkey.summary_format(jobs[0]["canonical_text"]).startswith(f"summary v{version} (")
+    assert shardkey.summary_format(jobs[0]["raw_text"]).startswith("summary format not canonicalised (summary version")
     _compile_shared(tc, jobs, ("canonical", "raw"), tmp_path / "objs")
     unsound, renamed = _unsound(jobs, "canonical")
     assert not unsound, unsound
