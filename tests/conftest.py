@@ -20,7 +20,8 @@ BIN = Path(sys.executable).parent  # the venv ltowrap is installed in
 LLVM_VERSIONS = (22, 14)
 # Every clang/lld/llvm release Debian bookworm ships (dev/setup installs all six): the tests
 # that take `any_tc` (tests/test_versions.py: a small core, the summary format, the gates)
-# and the lua fidelity check (integration/test_versions_lua.py) run on each.
+# run on each, and so does lua's fidelity check (integration/test_versions_lua.py, 22's in
+# integration/test_fidelity.py); tests/test_ldscript.py takes each ld.lld.
 ALL_VERSIONS = (22, 19, 16, 15, 14, 13)
 
 
