@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 
 from conftest import Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
 from ltowrap import bitcode, cachekey, shardkey
