@@ -35,7 +35,6 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-
 from conftest import Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
 from ltowrap import bitcode, cachekey, shardkey
 from ltowrap import toolchain as tools
