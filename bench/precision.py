@@ -45,7 +45,10 @@ EDITS: dict[str, list[Edit]] = {
             ("lvm.c", "#define MAXTAGLOOP\t2000", "#define MAXTAGLOOP\t2001"),
             # A new exported function that nothing calls (issue 24).
             ("lvm.c", None, "\nint fp_edit_lvm(int x) { return x * 12345 + 1; }\n"),
-            ("lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101")],
+            ("lgc.c", "#define GCSWEEPMAX\t100", "#define GCSWEEPMAX\t101"),
+            # Issue 26, per LLVM version (--only 'ltable.c (append)' 'lvm.c (append)' 'lstrlib.c (append)').
+            ("ltable.c", None, "\nint fp_edit_ltable(int x) { return x * 12345 + 1; }\n"),
+            ("lstrlib.c", None, "\nint fp_edit_lstrlib(int x) { return x * 12345 + 1; }\n")],
     "ninja": [("deps_log.cc", "const unsigned kMaxRecordSize = (1 << 19) - 1;",
                "const unsigned kMaxRecordSize = (1 << 19) - 2;"),
               ("util.cc", "  const int kMaxValidEditDistance = 3;", "  const int kMaxValidEditDistance = 4;"),

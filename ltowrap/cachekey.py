@@ -67,6 +67,7 @@ class ModuleDigests:
         self.known = dict(known or {})
         self.cache = cache
         self.interfaces: dict[str, str] = {}
+        self.profiled: dict[str, bool] = {}
 
     def __call__(self, path: str) -> str:
         if path not in self.known:
@@ -88,6 +89,15 @@ class ModuleDigests:
                     self.cache.put(TOOLCHAINS, key, {}, found.encode())
                 self.interfaces[path] = found
         return self.interfaces[path]
+
+    def sample_profiled(self, path: str) -> bool:
+        """Whether the module may carry a sample profile's summary (shardkey.has_sample_profile):
+        only then does its backend read the link's block count (LLVM 13-16's shards)."""
+        if path not in self.profiled:
+            from . import shardkey
+
+            self.profiled[path] = shardkey.has_sample_profile(read_bytes(path))
+        return self.profiled[path]
 
 
 def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None) -> ModuleDigests:
@@ -154,6 +164,26 @@ def linker_identity(ld: str) -> str:
     return stamp([os.path.realpath(ld)])
 
 
+def linker_facts(ld: str, memo: Cache) -> dict:
+    """toolchain.lld_facts (its release, the features it takes), kept in the cache (c/) under
+    the stat identity of lld's file: six lld starts once per installed lld."""
+    import json
+
+    from .cache import TOOLCHAINS
+
+    key = digest_bytes(f"lld facts\0{linker_identity(ld)}".encode())
+    entry = memo.get(TOOLCHAINS, key)
+    if entry is not None:
+        try:
+            return json.loads(entry.payload)
+        except ValueError:
+            pass
+    facts = toolchain.lld_facts(ld)  # as named: lld picks its flavour by its name (ld.lld -> lld)
+    if facts["release"]:  # an lld that could not be run is asked again next time
+        memo.put(TOOLCHAINS, key, {}, json.dumps(facts).encode())
+    return facts
+
+
 def remote_toolchain(identity: str) -> str:
     """What pins the toolchain in a remote Action (and so in its key): clang's version line.
 
@@ -174,9 +204,10 @@ def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str |
     own), or None when the shard or a module it names cannot be read."""
     from . import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
-    interface_of = digest_of.interface if isinstance(digest_of, ModuleDigests) else None
+    known = isinstance(digest_of, ModuleDigests)
     try:
-        return shardkey.canonical(shard, digest_of, module, interface_of)
+        return shardkey.canonical(shard, digest_of, module, digest_of.interface if known else None,
+                                  digest_of.sample_profiled if known else None)
     except (bitcode.BadBitcode, OSError):
         return None
 

@@ -125,7 +125,13 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     env = dict(os.environ)
     env[toolchain.REAL_LD] = real_ld
     clang_var = config.ROWS["clang"].env
-    env.setdefault(clang_var, os.path.realpath(real[0]))
+    driver = os.path.realpath(real[0])
+    env.setdefault(clang_var, driver)
+    # A backend clang other than this driver: the link must check they are one release (pipeline).
+    if os.path.realpath(env[clang_var]) != driver:
+        env[toolchain.DRIVER] = driver
+    else:
+        env.pop(toolchain.DRIVER, None)
     with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
     from .linkdirect import lane
 

@@ -20,6 +20,8 @@ class Reason(enum.Enum):
     BAD_ARCHIVE = "bad_archive"
     UNREADABLE_INPUT = "unreadable_input"
     NO_BACKEND_COMPILER = "no_backend_compiler"
+    MIXED_TOOLCHAIN = "mixed_toolchain"
+    LINKER_OPTION = "linker_option"
     CACHE_PATH = "cache_path"
     THINLINK_FAILED = "thinlink_failed"
     THINLINK_OUTPUT = "thinlink_output"
@@ -44,6 +46,8 @@ _TEXT = {
     Reason.BAD_ARCHIVE: "malformed archive",
     Reason.UNREADABLE_INPUT: "unreadable input",
     Reason.NO_BACKEND_COMPILER: "no clang for the backend compiles",
+    Reason.MIXED_TOOLCHAIN: "tools of different LLVM releases",
+    Reason.LINKER_OPTION: "an option this ld.lld does not take",
     Reason.CACHE_PATH: "cache path that --thinlto-prefix-replace cannot express",
     Reason.THINLINK_FAILED: "the thin-link failed",
     Reason.THINLINK_OUTPUT: "unexpected thin-link output",

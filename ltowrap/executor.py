@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs
+from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs, toolchain
 from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
@@ -170,6 +170,8 @@ class Executor:
     _unserved: dict[str, str] = field(default_factory=dict)  # job output -> why the remote did not serve it
     _unrecorded: set[str] = field(default_factory=set)  # job outputs of modules without a record
     printed: dict[str, str] = field(default_factory=dict)  # job output -> what its compile printed (warnings)
+    _dropped: dict[str, list[str]] = field(default_factory=dict)  # job output -> recorded options its clang rejects
+    _rejects: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # recorded options -> those rejected
     _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
     _waited: set[str] = field(default_factory=set)  # outputs whose key another process was making
     _sendable: dict[str, Work] = field(default_factory=dict)  # execute mode: job output -> its remote work
@@ -215,6 +217,10 @@ class Executor:
                                          side.fields(), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
+            if text is not None:
+                from . import shardkey
+
+                dump.append("shard format: " + shardkey.summary_format(text))
             dump.append("shard text (shardkey.py):\n" + text if text is not None
                         else "shard text: unreadable, its raw bytes went in")
         return key, dump
@@ -240,6 +246,7 @@ class Executor:
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if o.job.output in self._unrecorded else None,
+                                       dropped=self._dropped.get(o.job.output),
                                        output=self.printed.get(o.job.output), waited=o.waited or None,
                                        raced=o.job.output in self._raced or None,
                                        uncached=self.side[o.job.output].unknown or None
@@ -308,6 +315,8 @@ class Executor:
             if recorded is None:
                 self._unrecorded.add(job.output)
                 recorded = self.backend.unrecorded(job.module)
+            elif recorded:
+                recorded = self._accepted(job, recorded)
             key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
             if key is None:
                 self.cache.stats.add("backend_uncached")
@@ -332,6 +341,51 @@ class Executor:
         pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
         self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
                        for p in pending])
+
+    def _accepted(self, job: Job, options: list[str]) -> list[str]:
+        """The module's recorded options less those the backend clang says it rejects
+        (toolchain.rejected_options): an option of another LLVM release's compile, which
+        in-process ThinLTO would not apply either. Asked only of a module another release
+        wrote (a compile of this release took them), once per option list and clang (c/)."""
+        release = toolchain.release(cachekey.compiler_version(self.res.compiler))
+        from .bitcode import BadBitcode
+        from .irmodule import producer
+        from .magic import read_head
+
+        try:
+            made_by = producer(read_head(job.module.path, 4096))
+        except BadBitcode:
+            made_by = ""
+        if made_by.startswith("LLVM") and toolchain.release(made_by, "LLVM") == release:
+            return options
+        rejected = self._rejected(tuple(options))
+        if not rejected:
+            return options
+        kept = toolchain.without(options, rejected)
+        self._dropped[job.output] = [o for o in options if o not in kept]
+        self.res.cache.stats.add("backend_options_dropped")
+        return kept
+
+    def _rejected(self, options: tuple[str, ...]) -> list[str]:
+        if options not in self._rejects:
+            import json
+
+            from .cache import TOOLCHAINS
+
+            key = cachekey.digest_bytes("\0".join(["clang rejects", self.res.compiler, *options]).encode())
+            entry = self.res.cache.get(TOOLCHAINS, key)
+            found = None
+            if entry is not None:
+                try:
+                    found = json.loads(entry.payload)
+                except ValueError:
+                    found = None
+            if found is None:
+                clang = self.backend.argv(*PLACEHOLDERS, [])[0]
+                found = toolchain.rejected_options(clang, list(options))
+                self.res.cache.put(TOOLCHAINS, key, {}, json.dumps(found).encode())
+            self._rejects[options] = found
+        return self._rejects[options]
 
     def _sendable_job(self, job: Job) -> bool:
         """May the remote service make this job? Not one with side inputs (a worker has neither

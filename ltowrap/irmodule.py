@@ -97,6 +97,29 @@ def read(data: bytes, flags: bool = True) -> ModuleFacts:
     raise BadBitcode("no module")
 
 
+IDENTIFICATION_BLOCK, IDENTIFICATION_STRING = 13, 1
+
+
+def producer(data: bytes) -> str:
+    """Who wrote the first module of a bitcode file: its IDENTIFICATION block's string
+    ('LLVM19.1.7'), '' when it has none; BadBitcode if unreadable. The block comes first."""
+    stream = _stream(data)
+    try:
+        for item in _items(_Reader(stream, 32), 2, []):
+            if not isinstance(item, _Block):
+                raise BadBitcode("a record at the top level")
+            if item.bid == MODULE_BLOCK:
+                return ""
+            if item.bid == IDENTIFICATION_BLOCK:
+                for values in _items(_Reader(stream, item.start, item.end), item.width, []):
+                    if isinstance(values, list) and values[0] == IDENTIFICATION_STRING:
+                        return bytes(values[1:]).decode("ascii", "replace")
+                return ""
+    except (IndexError, KeyError, ValueError, OverflowError) as e:
+        raise BadBitcode(f"{type(e).__name__}: {e}") from e
+    return ""
+
+
 @dataclass(frozen=True)
 class ModuleAsm:
     """The inline assembly of a bitcode file, as its backend's assembler gets it."""

@@ -42,6 +42,7 @@ class JobRun:
     stats: stats.Stats = field(default_factory=stats.Stats)
     cache: Cache = field(init=False)
     _identities: dict[str, str] = field(default_factory=dict)
+    _linkers: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cache = Cache(self.settings.cache_dir, self.stats, self.settings.max_size)
@@ -50,6 +51,12 @@ class JobRun:
         if clang not in self._identities:
             self._identities[clang] = cachekey.compiler_identity(clang, self.cache)
         return self._identities[clang]
+
+    def linker_facts(self, ld: str) -> dict:
+        """What ld.lld says of itself (cachekey.linker_facts): its release and the features it takes."""
+        if ld not in self._linkers:
+            self._linkers[ld] = cachekey.linker_facts(ld, self.cache)
+        return self._linkers[ld]
 
     @contextmanager
     def without_cache(self) -> Iterator[None]:
@@ -60,6 +67,7 @@ class JobRun:
         root = fsutil.temp_dir("ltowrap-nocache-")
         self.cache = Cache(root, stats.Stats(), 0)  # its sizes are not the real cache's
         self._identities.clear()
+        self._linkers.clear()
         try:
             yield
         finally:

@@ -32,6 +32,7 @@ class Backend:
     key: str | None = None  # its cache key (`ltowrap explain` shows what went in, after LTOWRAP_DEBUG=1)
     worker: str | None = None  # run on a remote worker: which (as the server names it)
     queued: float | None = None  # run on a remote worker: seconds in the server's queue first
+    dropped: list[str] | None = None  # recorded options the backend clang rejects (another release's), left out
 
 
 @dataclass

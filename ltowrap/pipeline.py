@@ -96,9 +96,48 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
     return None
 
 
+# Options of features that came in some lld release (toolchain.LLD_PROBES): a link naming one
+# this lld does not take runs unchanged, and lld says so itself, rather than fail halfway.
+GATED_OPTIONS = {"fat-lto-objects": "fat-lto-objects", "thinlto-emit-index-files": "thinlto-emit-index-files",
+                 "thinlto-distributor": "thinlto-distributor"}
+
+
+def _gate_options(run: jobrun.JobRun, ld: str, args: list[str]) -> None:
+    """Unsupported(LINKER_OPTION) if the link names a gated option this ld.lld does not take."""
+    named = [a for a in args if a.startswith("-") and a.lstrip("-").split("=", 1)[0] in GATED_OPTIONS]
+    if not named:
+        return
+    facts = run.linker_facts(ld)
+    for a in named:
+        if GATED_OPTIONS[a.lstrip("-").split("=", 1)[0]] not in facts["takes"]:
+            raise Unsupported(Reason.LINKER_OPTION, f"{a.split('=', 1)[0]}: {facts['version'] or ld} does not take it")
+
+
+def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
+    """The linker's facts, or Unsupported(MIXED_TOOLCHAIN) when ld.lld, the backend clang and
+    the driver that gave the link line (toolchain.DRIVER, when it is not that clang) are not
+    all one LLVM release: in-process ThinLTO compiles with lld's own LLVM, and ltowrap does not
+    pick another for the user."""
+    facts = run.linker_facts(ld)
+    lld_release = facts["release"]
+    clang_release = toolchain.release(cachekey.compiler_version(run.compiler_identity(clang)))
+    fix = "(LTOWRAP_CLANG names the backend clang; ld.lld comes from the driver's LLVM or --ld-path)"
+    if not lld_release or lld_release != clang_release:
+        raise Unsupported(Reason.MIXED_TOOLCHAIN, f"ld.lld {lld_release or '(release unknown)'} ({ld}) with clang "
+                          f"{clang_release or '(release unknown)'} ({clang}) for the backends {fix}")
+    driver = os.environ.get(toolchain.DRIVER)
+    if driver and os.path.realpath(driver) != os.path.realpath(clang):
+        driver_release = toolchain.release(cachekey.compiler_version(run.compiler_identity(driver)))
+        if driver_release != clang_release:
+            raise Unsupported(Reason.MIXED_TOOLCHAIN, f"a clang {driver_release or '(release unknown)'} driver "
+                              f"({driver}) with clang {clang_release} ({clang}) for the backends {fix}")
+    return facts
+
+
 def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
     cwd = os.getcwd()
     t = time.time()
+    _gate_options(run, real[0], args)
     command = cmdline.parse(args, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
@@ -122,9 +161,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
 
     t = time.time()
     clang = toolchain.backend_clang(real[0], run.settings.clang)
-    # The thin-link's lld is the one beside this clang (toolchain.sibling): the same release.
-    llvm_major = toolchain.llvm_major(cachekey.compiler_version(run.compiler_identity(clang)))
-    link_plan = plan.build(command, run.cache, llvm_major)
+    facts = _same_release(run, real[0], clang)
+    link_plan = plan.build(command, run.cache, int(facts["release"].split(".")[0]))
     run.record.modules = len(link_plan.modules)
     run.record.span("plan", t, time.time())
     # The thin-link sees every module under its store path: the backend keys take the shards'
@@ -139,7 +177,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     t0 = time.time()
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files, digest_of,
-                          llvm_major, verify=config.pick(run.settings.verify))
+                          frozenset(facts["takes"]), verify=config.pick(run.settings.verify))
     run.record.thinlink_uncached = scripts.unknown or result.uncached or None
     t1 = time.time()
     run.record.thinlink_cached = result.cached

@@ -65,24 +65,42 @@ The fingerprint is a text that keeps every field and drops only the spelling:
 - every other record is kept as it is, in its order.
 
 Conservative by construction: the summary block is made canonical only for the summary
-versions whose record layouts are known here, 9 (LLVM 14) and 12 (LLVM 22), and only if
-every record in it is of a known kind whose value ids all resolve. Otherwise the block
-goes in raw (value ids, record order and the module id -> rank table included), and every
-module by its bytes: an unknown format costs cache hits, never a wrong object. Interfaces
-are used for v12 only (v9 has no declaration imports), and only when the caller gives
-interface_of (cachekey.ModuleDigests does). Summaries, including those of declarations,
-keep every field (instruction counts and all): lld keeps less (linkage, visibility,
-dso_local, liveness, read/write-only of what is imported or referenced), but no
-measured edit missed on them, so they stay whole until one does. Abbreviation definitions and
-BLOCKINFO only say how records are encoded; the records are taken as decoded.
+versions whose record layouts are known here (KNOWN_VERSIONS: 9, written by LLVM 13 to 16;
+10, LLVM 19; 12, LLVM 22), and only if every record in it is of a known kind whose value
+ids all resolve. Otherwise the block goes in raw (value ids, record order and the module
+id -> rank table included), and every module by its bytes: an unknown format costs cache
+hits, never a wrong object (`ltowrap explain` says which, summary_format). Interfaces are
+used for the versions with the import type in their flags (10 and 12; v9 has no
+declaration imports), and only when the caller gives interface_of (cachekey.ModuleDigests
+does). Summaries, including those of declarations, keep every field (instruction counts
+and all): lld keeps less (linkage, visibility, dso_local, liveness, read/write-only of what
+is imported or referenced), but no measured edit missed on them, so they stay whole until
+one does. Abbreviation definitions and BLOCKINFO only say how records are encoded; the
+records are taken as decoded.
 
-Between the two versions: LLVM 14 (v9) writes VALUE_GUID as [valueid, guid] (a vbr64) and
-writes FS_COMBINED (calls as value ids) unless some call edge has a hotness; LLVM 22 (v12)
-writes VALUE_GUID as [valueid, guid high 32, guid low 32] and always FS_COMBINED_PROFILE
-(calls as (value id, hotness | tail call << 3)). Function, variable and alias records
-otherwise have the same fields: [valueid, modid, flags, instcount, fflags, entrycount,
-numrefs, rorefcnt, worefcnt, refs..., calls...], [valueid, modid, flags, varflags,
-refs...], [valueid, modid, flags, aliasee valueid or 0].
+The formats, record by record (BitcodeReader parseEntireSummary, BitcodeWriter
+writeCombinedGlobalValueSummary; the shards of each Debian release dumped with its own
+llvm-bcanalyzer):
+- VALUE_GUID: [valueid, guid] (a vbr64) up to v10; [valueid, guid high 32, guid low 32]
+  from v11 (SPLIT_GUID_SINCE).
+- Functions: FS_COMBINED (calls as value ids, LLVM 13 to 16 unless an edge has a hotness)
+  or FS_COMBINED_PROFILE (calls as (value id, hotness | tail call << 3), always from 19):
+  [valueid, modid, flags, instcount, fflags, entrycount, numrefs, rorefcnt, worefcnt,
+  refs..., calls...] in every version here (the layout of v7 and later). Variables
+  [valueid, modid, flags, varflags, refs...]; aliases [valueid, modid, flags, aliasee
+  valueid or 0].
+- Flags: bits 0-9 the same in all (linkage, not eligible to import, live, dso_local, can
+  auto-hide, visibility); bit 10, the import type, from v10.
+- FS_COMBINED_ORIGINAL_NAME [GUID of the original name] follows a local's summary in
+  LLVM 13's shards (not later ones): it goes in with that summary.
+- FS_BLOCK_COUNT [basic blocks of every module of the link] (LLVM 13 to 16, not 19 or 22):
+  the only reader is Module::setPartialSampleProfileRatio of the backend's own module
+  (LTOBackend thinBackend), which changes nothing unless that module has a partial
+  sample profile's summary. So it goes in only for a module that may have one
+  (has_sample_profile, asked through canonical's sample_profiled); otherwise a constant
+  line stands for it. Kept, a new function anywhere in the link changed every key (lua's
+  `lua` with a function appended to ltable.c: 33 keys of 33; left out, 25: ltable.o and
+  the 24 modules that import a body from it). lld's own cache key never took it.
 """
 
 from __future__ import annotations
@@ -95,15 +113,27 @@ from .bitcode import BLOCKINFO, MODULE_BLOCK, MODULE_STRTAB, BadBitcode
 
 SUMMARY = 20  # GLOBALVAL_SUMMARY_BLOCK
 MST_HASH = 2
-KNOWN_VERSIONS = (9, 12)
-FORMAT = "shardkey 3"
+FORMAT = "shardkey 4"
+
+# The summary versions (FS_VERSION) whose combined-index layout this reader knows, and the
+# Debian clang/lld releases measured writing each (LLVM 17, 18, 20 and 21 are not in
+# Debian bookworm: what they write is not claimed; an unknown version goes in raw).
+KNOWN_VERSIONS = {9: "LLVM 13, 14, 15, 16", 10: "LLVM 19", 12: "LLVM 22"}
+# Versions whose VALUE_GUID record is [valueid, guid high 32, guid low 32] (BitcodeReader:
+# Version >= 11); before: [valueid, guid].
+SPLIT_GUID_SINCE = 11
+# Versions with the import type in the summary flags (bit 10, IMPORT_AS_DECLARATION): the
+# thin-link can import declarations (-import-declaration, lld 19 and later).
+DECLARATION_VERSIONS = frozenset({10, 12})
 
 # GLOBALVAL_SUMMARY record codes (llvm/Bitcode/LLVMBitCodes.h).
 FS_COMBINED, FS_COMBINED_PROFILE, FS_COMBINED_GLOBALVAR_INIT_REFS = 4, 5, 6
-FS_COMBINED_ALIAS = 8
+FS_COMBINED_ALIAS, FS_COMBINED_ORIGINAL_NAME = 8, 9
 SUMMARY_CODES = frozenset({FS_COMBINED, FS_COMBINED_PROFILE, FS_COMBINED_GLOBALVAR_INIT_REFS, FS_COMBINED_ALIAS})
-# v12 summary flags: bit 10 is the import type, set when the backend gets the value's summary
-# only (a declaration: -import-declaration) and no body (BitcodeWriter getEncodedGVSummaryFlags).
+# Summary flags (v10, v12): bit 10 is the import type, set when the backend gets the value's
+# summary only (a declaration: -import-declaration) and no body (BitcodeWriter
+# getEncodedGVSummaryFlags). v9 has no such bit (bits 0-9: linkage, not eligible to import,
+# live, dso_local, can auto-hide, visibility).
 IMPORT_AS_DECLARATION = 1 << 10
 FS_VERSION, FS_VALUE_GUID, FS_FLAGS, FS_BLOCK_COUNT = 10, 16, 20, 24
 # Type tests and virtual calls of the function whose record follows: GUIDs of type ids
@@ -111,7 +141,13 @@ FS_VERSION, FS_VALUE_GUID, FS_FLAGS, FS_BLOCK_COUNT = 10, 16, 20, 24
 PREFIX_CODES = frozenset({11, 12, 13, 14, 15})
 # Kept as they are, in their order: no value ids (type ids and CFI names point into the
 # STRTAB block, which goes in whole).
-PLAIN_CODES = frozenset({FS_VERSION, FS_FLAGS, FS_BLOCK_COUNT, 17, 18, 21})
+PLAIN_CODES = frozenset({FS_VERSION, FS_FLAGS, 17, 18, 21})
+# What stands for FS_BLOCK_COUNT when the backend does not read it (see canonical).
+BLOCK_COUNT_UNREAD = "block count: not read by this backend (its module has no sample profile)"
+# A module whose bytes hold this string may carry a sample profile's ProfileSummary
+# (`!{!"ProfileFormat", !"SampleProfile"}`): metadata strings are stored as plain bytes
+# (METADATA_STRINGS, every LLVM since 4.0), so its absence rules the summary out.
+SAMPLE_PROFILE_MARK = b"SampleProfile"
 
 
 @dataclass
@@ -203,8 +239,9 @@ def _modules(node: _Node, self_path: str | None) -> _Modules:
 class _Summaries:
     """GLOBALVAL_SUMMARY in canonical form (raises _Unknown for what it cannot canonicalise)."""
 
-    def __init__(self, node: _Node, modules: _Modules) -> None:
+    def __init__(self, node: _Node, modules: _Modules, block_count_read: Callable[[], bool] = lambda: True) -> None:
         self.modules = modules
+        self.block_count_read = block_count_read
         records = []
         for item in node.items:
             if isinstance(item, _Node):
@@ -222,9 +259,9 @@ class _Summaries:
         for r in records:
             if r[0] != FS_VALUE_GUID:
                 continue
-            if self.version == 9 and len(r) == 3:
+            if self.version < SPLIT_GUID_SINCE and len(r) == 3:
                 g = r[2]
-            elif self.version == 12 and len(r) == 4:
+            elif self.version >= SPLIT_GUID_SINCE and len(r) == 4:
                 g = (r[2] << 32) | r[3]
             else:
                 raise _Unknown("VALUE_GUID layout")
@@ -275,7 +312,7 @@ class _Summaries:
     def definition_ranks(self) -> set[int] | None:
         """Ranks of the modules the backend imports definitions from (a summary without the
         declaration bit); None where the version does not say (v9 has no such bit)."""
-        if self.version != 12:
+        if self.version not in DECLARATION_VERSIONS:
             return None
         return {self.modules.rank[r[2]] for r in self.records
                 if r[0] in SUMMARY_CODES and len(r) > 3 and not r[3] & IMPORT_AS_DECLARATION}
@@ -284,6 +321,7 @@ class _Summaries:
         plain: list[str] = []
         groups: list[tuple[int, int, str]] = []
         prefix: list[str] = []
+        last: tuple[int, int, str] | None = None  # the summary the record before this one made
         for r in self.records:
             code = r[0]
             if code == FS_VALUE_GUID:
@@ -292,12 +330,28 @@ class _Summaries:
                 prefix.append(f"  pre {_ints(r)}")
             elif code in PLAIN_CODES:
                 plain.append(f"rec {_ints(r)}")
+            elif code == FS_BLOCK_COUNT:
+                # The basic blocks of every module of the link (v9 writes it into every
+                # shard): read only by Module::setPartialSampleProfileRatio of the backend's
+                # own module, which changes nothing unless that module carries a partial
+                # sample profile's summary (LTOBackend thinBackend).
+                plain.append(f"rec {_ints(r)}" if self.block_count_read() else BLOCK_COUNT_UNREAD)
+            elif code == FS_COMBINED_ORIGINAL_NAME:
+                # [original name's GUID] of the summary just before it (LLVM 13; the reader
+                # attaches it to the last summary, and refuses it after anything else).
+                if not groups or last is not groups[-1] or len(r) != 2 or prefix:
+                    raise _Unknown("an original name that does not follow a summary")
+                g, rank, text = groups[-1]
+                groups[-1] = last = (g, rank, f"{text}\n  origname {r[1]}")
             else:
                 if prefix and code not in (FS_COMBINED, FS_COMBINED_PROFILE):
                     raise _Unknown("type tests before a record that is not a function's")
                 g, rank, text = self._summary(r)
                 groups.append((g, rank, "\n".join([text, *prefix])))
+                last = groups[-1]
                 prefix = []
+                continue
+            last = None
         if prefix:
             raise _Unknown("type tests at the end of the block")
         groups.sort()
@@ -320,20 +374,49 @@ def _raw(node: _Node, depth: int = 0) -> list[str]:
 
 
 def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
-              interface_of: Callable[[str], str] | None = None) -> str:
+              interface_of: Callable[[str], str] | None = None,
+              sample_profiled: Callable[[str], bool] | None = None) -> str:
     """The shard's canonical text (see the module docstring); BadBitcode if unreadable.
 
     digest_of(path) names a module by its bytes, interface_of(path) by what a backend that
     imports only declarations from it can take (module_interface; OSError if it cannot be
     read, BadBitcode if it cannot be parsed); without interface_of every module goes in by
     its bytes. self_path, the backend's own module, is marked by its rank.
+    sample_profiled(self_path) says whether the own module may carry a sample profile's
+    summary (has_sample_profile); without it (or self_path) the link's block count, which
+    only such a module reads, stays in the text.
     """
     tree = _Tree()
     bitcode._read_stream(bitcode._stream(shard), tree)
-    lines, found = _top_level(tree.root, lambda m: _module_block(m, digest_of, self_path, interface_of))
+    def block_count_read() -> bool:  # asked only of a shard that has the record (v9)
+        return sample_profiled is None or self_path is None or sample_profiled(self_path)
+
+    lines, found = _top_level(tree.root, lambda m: _module_block(m, digest_of, self_path, interface_of,
+                                                                 block_count_read))
     if found != 1:
         raise BadBitcode(f"{found} MODULE_BLOCKs in an index shard")
     return "\n".join([FORMAT, *lines]) + "\n"
+
+
+def has_sample_profile(module: bytes) -> bool:
+    """May this module carry a sample profile's summary (the only thing that makes its
+    backend read the link's block count, v9's FS_BLOCK_COUNT)? Conservative: True whenever
+    the bytes hold the format's name anywhere."""
+    return SAMPLE_PROFILE_MARK in module
+
+
+def summary_format(text: str) -> str:
+    """What a canonical text says of the shard's summary format, for `ltowrap explain`:
+    canonical (the version and the releases that write it) or raw, and why."""
+    for line in text.splitlines():
+        if line.startswith("summaries v"):
+            version = int(line.split()[1][1:])
+            return f"summary v{version} ({KNOWN_VERSIONS.get(version, '?')}): canonical"
+        if line.startswith("summaries raw"):
+            reason = line[len("summaries raw"):].strip()
+            return (f"summary format not canonicalised {reason}: the block went in raw, lld's numbering"
+                    " and all, and every module by its bytes (costs hits, never a wrong object)")
+    return "no summary block"
 
 
 def _top_level(root: _Node, module: Callable[[_Node], list[str]]) -> tuple[list[str], int]:
@@ -354,7 +437,8 @@ def _top_level(root: _Node, module: Callable[[_Node], list[str]]) -> tuple[list[
 
 
 def _module_block(node: _Node, digest_of: Callable[[str], str], self_path: str | None,
-                  interface_of: Callable[[str], str] | None) -> list[str]:
+                  interface_of: Callable[[str], str] | None,
+                  block_count_read: Callable[[], bool] = lambda: True) -> list[str]:
     strtabs = [i for i in node.items if isinstance(i, _Node) and i.bid == MODULE_STRTAB]
     if len(strtabs) != 1:
         raise BadBitcode(f"{len(strtabs)} MODULE_STRTAB blocks")
@@ -371,7 +455,7 @@ def _module_block(node: _Node, digest_of: Callable[[str], str], self_path: str |
             if summaries is not None:
                 raise BadBitcode("two summary blocks")
             try:
-                parsed = _Summaries(item, modules)
+                parsed = _Summaries(item, modules, block_count_read)
                 summaries = parsed.lines()
                 full = parsed.definition_ranks()
             except _Unknown as e:

@@ -26,10 +26,6 @@ from .fsutil import read_bytes
 from .plan import LinkPlan
 
 
-IMPORT_DECLARATION_SINCE = 19  # LLVM release whose lld takes -mllvm -import-declaration
-WHY_EXTRACT_SINCE = 14  # ... and --why-extract=
-
-
 @dataclass(frozen=True)
 class ThinLinkResult:
     jobs: tuple[Job, ...]
@@ -47,17 +43,19 @@ class ThinLinkResult:
 
 
 def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        keyed: list[str], digest_of: Callable[[str], str], llvm_major: int, verify: bool = False) -> ThinLinkResult:
+        keyed: list[str], digest_of: Callable[[str], str], takes: frozenset[str], verify: bool = False) -> ThinLinkResult:
     """The cached thin-link, else this one run under a claim: an identical thin-link already
     running in another process is waited for (holding no slot) and its result taken.
-    `keyed`: the files besides the modules whose contents the key holds. `verify`: a hit is
-    run again and compared (the fresh result is used, and replaces it)."""
+    `keyed`: the files besides the modules whose contents the key holds. `takes`: what
+    this lld takes of toolchain.LLD_PROBES (-import-declaration: lld 19 and later; the key
+    has it through lld's identity, under which the probe is kept). `verify`: a hit
+    is run again and compared (the fresh result is used, and replaces it)."""
     if thin_key is None:
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
     if hit is not None and verify:
         hit_object = read_bytes(hit.full_lto_object) if hit.full_lto_object else None
-        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
         _check(cache, hit, hit_object, fresh)
         return fresh
     if hit is not None:
@@ -68,11 +66,11 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
             hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
             if hit is not None:
                 return hit
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, llvm_major)
+        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-           keyed: list[str], digest_of: Callable[[str], str], llvm_major: int) -> ThinLinkResult:
+           keyed: list[str], digest_of: Callable[[str], str], takes: frozenset[str]) -> ThinLinkResult:
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
@@ -86,9 +84,9 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         f"--lto-obj-path={full_obj}",
         "--trace",
     ]
-    if llvm_major >= WHY_EXTRACT_SINCE:
+    if "why-extract" in takes:
         argv += [f"--why-extract={why_extract}", "--no-demangle"]  # its symbols as the objects name them
-    if llvm_major >= IMPORT_DECLARATION_SINCE:
+    if "import-declaration" in takes:
         # Shards then also summarise the functions a module only references, so a backend
         # knows they are dso_local as in-process LTO does (else: GOT loads, xz's main()).
         argv += ["-mllvm", "-import-declaration"]

@@ -34,6 +34,22 @@ LINKER_ENV = ("LLD_VERSION",)
 UNSET = "\0unset"  # the value env_values gives a variable that is not set
 # The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
 SHIMMED = ("clang", "clang++", "ld.lld")
+# Set by the clang entry when the backend clang (the `clang` setting) is not the driver that
+# gave the link line: that driver, whose release the link must then share (pipeline.py).
+DRIVER = "LTOWRAP_DRIVER"
+# What ltowrap asks ld.lld before relying on a feature that came in some release (what the
+# tool says, not a guess from its version). One run, `ld.lld <every probe> --version`: lld
+# names each option it does not take ("unknown argument '--fat-lto-objects'", "-mllvm: ...
+# Unknown command line argument '-import-declaration'") and prints its version (13-16 have
+# no --fat-lto-objects, 13-14 no --thinlto-emit-index-files, 13-16 no -import-declaration,
+# all but 21 and later no DTLTO).
+LLD_PROBES = {
+    "fat-lto-objects": ("--fat-lto-objects",),
+    "thinlto-emit-index-files": ("--thinlto-emit-index-files",),
+    "thinlto-distributor": ("--thinlto-distributor=ltowrap-probe",),
+    "import-declaration": ("-mllvm", "-import-declaration"),
+    "why-extract": ("--why-extract=/dev/null",),  # lld 14+; only 22 writes it for an index-only link
+}
 
 
 class ToolNotFound(Exception):
@@ -222,12 +238,75 @@ def version_text(tool: str) -> str:
     return (out or err).decode(errors="replace")
 
 
-def llvm_major(version: str) -> int:
-    """The major version in a `clang version N.x` text (0 if not found).
-
-    The thin-link's lld is the one beside this clang (sibling), so it is the same.
-    """
-    marker = "clang version "
+def release(version: str, marker: str = "clang version ") -> str:
+    """The release in a `--version` text, as digits and dots: 'Debian clang version 13.0.1-11+b2'
+    -> '13.0.1', 'Debian LLD 19.1.7 (compatible with GNU linkers)' with marker 'LLD ' ->
+    '19.1.7', 'clang version 20.0.0git' -> '20.0.0' ('' if none)."""
     i = version.find(marker)
-    digits = version[i + len(marker) :].split(".", 1)[0] if i >= 0 else ""
-    return int(digits) if digits.isdigit() else 0
+    if i < 0:
+        return ""
+    rest = version[i + len(marker) :]
+    n = 0
+    while n < len(rest) and (rest[n].isdigit() or rest[n] == "."):
+        n += 1
+    return rest[:n].strip(".")
+
+
+def lld_facts(ld: str) -> dict:
+    """What this ld.lld says of itself: its release (`--version`) and which LLD_PROBES it takes.
+    One lld start (30 ms), or one per probe when lld's errors name none of them;
+    cachekey.linker_facts keeps the answer."""
+    argv = [a for probe in LLD_PROBES.values() for a in probe]
+    rc, out, err = proc.capture([ld, *argv, "--version"])
+    text, errors = out.decode(errors="replace"), err.decode(errors="replace")
+    named = [line for line in errors.splitlines() if "nknown" in line]  # unknown / Unknown
+    refused = {f for f, probe in LLD_PROBES.items() if any(f"'{probe[-1]}'" in line for line in named)}
+    if rc != 0 and not refused:  # it failed for another reason: ask one at a time
+        refused = {f for f, probe in LLD_PROBES.items() if proc.capture([ld, *probe, "--version"])[0] != 0}
+    return {"release": release(text, "LLD "), "version": text.strip().splitlines()[0] if text.strip() else "",
+            "takes": [f for f in LLD_PROBES if f not in refused]}
+
+
+# How clang names an option it rejects: the driver's own ('unknown argument', 'unsupported
+# option ... for target'), and an -mllvm or -Xclang one the compiler itself refuses.
+REJECTION_MARKERS = ("unknown argument: '", "unknown argument '", "unsupported option '",
+                     "Unknown command line argument '")
+
+
+def rejected_options(clang: str, options: list[str]) -> list[str]:
+    """The options of `options` this clang rejects, as it says: a compile of an empty IR
+    module with them names each (`clang -c -x ir /dev/null`), driver options first, those
+    it passes on (-mllvm, -Xclang) once the others are gone. Empty when it takes them all,
+    or fails without naming any (the backend compile then fails as it would)."""
+    rejected: list[str] = []
+    for _ in range(3):
+        rc, _, err = proc.capture([clang, "-c", "-x", "ir", os.devnull, "-o", os.devnull,
+                                   *without(options, rejected)])
+        if rc == 0:
+            break
+        named = set()
+        for line in err.decode(errors="replace").splitlines():
+            for marker in REJECTION_MARKERS:
+                i = line.find(marker)
+                end = line.find("'", i + len(marker)) if i >= 0 else -1
+                if end > 0:
+                    named.add(line[i + len(marker) : end])
+        found = [o for o in options if o in named and o not in rejected]
+        if not found:
+            break
+        rejected += found
+    return rejected
+
+
+def without(options: list[str], rejected: list[str]) -> list[str]:
+    """`options` less the rejected ones (an -mllvm or -Xclang value with the flag before it)."""
+    out: list[str] = []
+    i = 0
+    while i < len(options):
+        if options[i] in ("-mllvm", "-Xclang") and i + 1 < len(options) and options[i + 1] in rejected:
+            i += 2
+            continue
+        if options[i] not in rejected:
+            out.append(options[i])
+        i += 1
+    return out

@@ -18,6 +18,11 @@ BIN = Path(sys.executable).parent  # the venv ltowrap is installed in
 # Every test that takes `tc` runs on both; dev/setup installs both. One that is missing
 # skips visibly here and fails the run in CI (needs.missing), never drops out unseen.
 LLVM_VERSIONS = (22, 14)
+# Every clang/lld/llvm release Debian bookworm ships (dev/setup installs all six): the tests
+# that take `any_tc` (tests/test_versions.py: a small core, the summary format, the gates)
+# run on each, and so does lua's fidelity check (integration/test_versions_lua.py, 22's in
+# integration/test_fidelity.py); tests/test_ldscript.py takes each ld.lld.
+ALL_VERSIONS = (22, 19, 16, 15, 14, 13)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ def toolchain(version: int) -> Toolchain:
 
 @pytest.fixture(params=LLVM_VERSIONS, ids=[f"llvm{v}" for v in LLVM_VERSIONS])
 def tc(request) -> Toolchain:
+    return toolchain(request.param)
+
+
+@pytest.fixture(params=ALL_VERSIONS, ids=[f"llvm{v}" for v in ALL_VERSIONS])
+def any_tc(request) -> Toolchain:
     return toolchain(request.param)
 
 

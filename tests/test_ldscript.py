@@ -2,8 +2,9 @@
 what lld's --dependency-file lists, and each path the model calls absent must be one lld
 takes once it exists. A case the model calls unknown because lld fails must fail in lld.
 
-Every test runs on ld.lld 22 and 14 (dev/setup installs both), on any other Debian ld.lld
-13-22 installed in /usr/lib/llvm-N, and on any listed in TEST_LLDS ("20=/path/to/ld.lld,...")."""
+Every test runs on each ld.lld Debian bookworm ships (13, 14, 15, 16, 19 and 22: dev/setup
+installs them, conftest.ALL_VERSIONS), on any other ld.lld 13-22 installed in
+/usr/lib/llvm-N, and on any listed in TEST_LLDS ("20=/path/to/ld.lld,...")."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import toolchain
+from conftest import ALL_VERSIONS, toolchain
 from ltowrap import ldscript
 from ltowrap.ldscript import ScriptReads
 from ltowrap.depfile import read as read_depfile
 from needs import missing
 
-REQUIRED = (22, 14)
+REQUIRED = ALL_VERSIONS
 
 
 def _versions() -> dict[int, str | None]:
