@@ -7,7 +7,7 @@ clang 22. For each set this measures, side by side and alternating:
 - the anchor: `clang --version`, the floor of the backend compile every module gets (a
   clang process start), once per module.
 It prints the median per module of each and its share of the anchor, and writes them to
-bench/results/<date>-module-facts.{json,md} (README "Per-module backend options").
+bench/results/<date>-module-facts.{json,md} (docs/backend-options.md).
 
     .venv/bin/python bench/module_facts.py [--reps 5]
 """

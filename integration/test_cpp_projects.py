@@ -40,7 +40,7 @@ function that differs from in-process differs there too (a binary identical to i
 is not relinked by DTLTO).
 
 Every test prints a summary line ([cpp] ...). The file took 6 min 19 s on 2 cores shared with
-another agent's builds (load average 2-3; README's Measured figures has each test's time:
+another agent's builds (load average 2-3; docs/figures.md has each test's time:
 `pytest --durations=0 integration/test_cpp_projects.py`).
 """
 

@@ -1,4 +1,4 @@
-"""The package's layout as the README states it: every module listed once, in an order where each
+"""The package's layout as docs/layout.md states it: every module listed once, in an order where each
 module imports only modules listed before it (so there is no import cycle), and the compile
 path stays free of heavy imports."""
 
@@ -45,8 +45,8 @@ def imports_of(name: str) -> set[str]:
 
 
 def readme_order(text: str) -> list[str]:
-    """The modules of the README's Layout section, in its order (`remote/client.py` -> ltowrap.remote.client)."""
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0].split("\nTests:", 1)[0]
+    """The modules docs/layout.md lists, in its order (`remote/client.py` -> ltowrap.remote.client)."""
+    section = text.split("\nTests:", 1)[0]
     names = re.findall(r"^- `([a-z_/]+)\.py`", section, re.M)
     return ["ltowrap." + n.replace("/", ".").removesuffix(".__init__") if n != "__init__" else "ltowrap" for n in names]
 
@@ -58,13 +58,13 @@ def graph_violations(order: list[str], imports: dict[str, set[str]]) -> list[str
 
 
 def test_readme_lists_every_module_once():
-    order = readme_order((ROOT / "README.md").read_text())
-    assert sorted(order) == sorted(MODULES), "README Layout and the package differ"
+    order = readme_order((ROOT / "docs" / "layout.md").read_text())
+    assert sorted(order) == sorted(MODULES), "docs/layout.md and the package differ"
     assert len(order) == len(set(order))
 
 
 def test_modules_import_only_modules_listed_before_them():
-    order = readme_order((ROOT / "README.md").read_text())
+    order = readme_order((ROOT / "docs" / "layout.md").read_text())
     assert graph_violations(order, {name: imports_of(name) for name in MODULES}) == []
 
 

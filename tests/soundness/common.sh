@@ -1,5 +1,5 @@
 # Sourced by tests/test_soundness.py before each case script: the defaults and small helpers.
-# A case overrides what it needs; see README.md, "The differential harness".
+# A case overrides what it needs; see docs/layout.md, "The differential harness".
 #
 # The runner gives every step: CC / CXX (ltowrap-clang / ltowrap-clang++), LLVM_BIN (the real
 # toolchain's bin directory, first on PATH), LTOWRAP_CACHE_DIR and LTOWRAP_LOG; the current
