@@ -53,7 +53,8 @@ class LinkCommand:
     relocatable: bool
     read_files: tuple[str, ...] = field(default=())  # response files, and scripts and lists named by options
     fat_lto_objects: bool = False  # --fat-lto-objects: lld takes the bitcode of fat objects
-    written: tuple[tuple[str, str | None], ...] = field(default=())  # (option, value) of options that write a file
+    written: tuple[tuple[lldopts.Option, str | None], ...] = field(default=())  # options that write a file, and their values
+    varies: bool = False  # an option asks for an output that differs on every link (--build-id=uuid)
     search_dirs: tuple[str, ...] = field(default=())  # every -L value, as given (lld collects them all first)
     sysroot: str = ""
     nostdlib: bool = False
@@ -112,7 +113,8 @@ class _Reader:
     attrs: list[str] = field(default_factory=list)
     mllvm: list[str] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
-    written: list[tuple[str, str | None]] = field(default_factory=list)
+    written: list[tuple[lldopts.Option, str | None]] = field(default_factory=list)
+    varies: bool = False
     nostdlib: bool = False
     scripts: list[str] = field(default_factory=list)
 
@@ -135,7 +137,9 @@ class _Reader:
         if option is not None and option.reads and value is not None:
             self.read_files.append(value)
         if option is not None and option.writes:
-            self.written.append((option.name, value))
+            self.written.append((option, value))
+        if option is not None and option.varies is not None and value == option.varies:
+            self.varies = True
 
     def _role(self, role: str, value: str | None) -> None:
         if role in ("whole-archive", "no-whole-archive"):
@@ -183,6 +187,7 @@ class _Reader:
             read_files=tuple(self.read_files),
             fat_lto_objects=self.fat,
             written=tuple(self.written),
+            varies=self.varies,
             search_dirs=tuple(self.search_dirs),
             sysroot=self.sysroot,
             nostdlib=self.nostdlib,

@@ -44,22 +44,18 @@ if TYPE_CHECKING:
     from .plan import LinkPlan
 
 MAX_MANIFESTS = 8  # per fixed key: a few variants of one link (an edited file and back)
-MODELLED_OUTPUTS = ("Map",)  # lldopts names of options whose file the memo stores beside -o
 DEPFILE = "final.d"
 
 
-# Options whose output is meant to differ from one link to the next: a restored copy would repeat it.
-NOT_REPEATABLE = ("--build-id=uuid", "-build-id=uuid")
-
-
 def outputs(command: LinkCommand) -> tuple[str, ...] | None:
-    """Every file the link writes, or None when it writes one the memo does not model (or
-    one that must not be the same twice: --build-id=uuid)."""
-    if any(t in NOT_REPEATABLE for a in command.args for t in a.tokens):
+    """Every file the link writes, or None when it writes one the memo does not store (lldopts'
+    `writes=stored`) or one that must not be the same twice (`varies`: --build-id=uuid, where a
+    restored copy would repeat the id)."""
+    if command.varies:
         return None
     files = [command.output]
-    for name, value in command.written:
-        if name not in MODELLED_OUTPUTS or not value:
+    for option, value in command.written:
+        if not option.stored or not value:
             return None
         files.append(value)
     if "-" in files or len(set(files)) != len(files):  # stdout, or one file written twice

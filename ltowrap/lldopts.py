@@ -12,7 +12,9 @@ Each row of TABLE is `kind dashes names... [attributes]`:
 - dashes, the prefixes lld accepts: `-`, `--`, or `*` (either);
 - names: the option's spellings, canonical first (`o output`: `-o` and `--output`);
 - attributes: `reads` (the value names a file the link reads: part of the thin-link key),
-  `writes` (the link writes a file besides -o), `role=X` (what ltowrap's link model takes
+  `writes` (the link writes a file besides -o; `writes=stored`: one the link memo restores
+  beside -o, so a link writing it can still be memoised), `varies=V` (with the value V, the
+  output differs from one link to the next: such a link is never memoised), `role=X` (what ltowrap's link model takes
   from it, see ROLES), `split` / `unsupported` (a link ltowrap does not distribute: it runs
   unchanged, counted under errors.Reason.ALREADY_SPLIT / UNSUPPORTED_OPTION).
 Options not in the table are taken as flags; lld itself rejects unknown ones, so such a
@@ -57,7 +59,7 @@ flag      --  bp-compression-sort-startup-functions no-bp-compression-sort-start
 joined    --  bp-compression-sort bp-startup-sort
 flag      --  branch-to-branch no-branch-to-branch
 flag      *   Bshareable shared                     role=shared
-optional  *   build-id
+optional  *   build-id                              varies=uuid
 value     *   call-graph-ordering-file              reads
 optional  --  call-graph-profile-sort
 flag      --  no-call-graph-profile-sort
@@ -153,7 +155,7 @@ flag      --  lto-whole-program-visibility no-lto-whole-program-visibility
 flag      -   M
 flag      *   print-map print-memory-usage
 letter    -   m
-value     *   Map                                   writes
+value     *   Map                                   writes=stored
 flag      *   merge-exidx-entries no-merge-exidx-entries
 value     *   mips-got-size
 value     *   mllvm                                 role=mllvm
@@ -302,6 +304,8 @@ class Option:
     dashes: str  # "-", "--" or "*"
     reads: bool = False
     writes: bool = False
+    stored: bool = False  # `writes=stored`: the link memo stores the file it writes
+    varies: str | None = None  # with this value the output is new on every link
     role: str | None = None
     refused: Reason | None = None  # the link runs unchanged
 
@@ -318,10 +322,13 @@ def _rows(text: str) -> list[Option]:
     for line in text.strip().splitlines():
         words = line.split()
         kind, dashes, rest = words[0], words[1], words[2:]
-        names = tuple(w for w in rest if w not in ("reads", "writes", "split", "unsupported") and not w.startswith("role="))
+        names = tuple(w for w in rest if w not in ("reads", "writes", "writes=stored", "split", "unsupported")
+                      and not w.startswith(("role=", "varies=")))
         role = next((w[5:] for w in rest if w.startswith("role=")), None)
+        varies = next((w[7:] for w in rest if w.startswith("varies=")), None)
         refused = Reason.ALREADY_SPLIT if "split" in rest else Reason.UNSUPPORTED_OPTION if "unsupported" in rest else None
-        rows.append(Option(names, kind, dashes, "reads" in rest, "writes" in rest, role, refused))
+        rows.append(Option(names, kind, dashes, "reads" in rest, "writes" in rest or "writes=stored" in rest,
+                           "writes=stored" in rest, varies, role, refused))
     return rows
 
 
