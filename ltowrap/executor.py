@@ -245,7 +245,7 @@ class Executor:
                                        uncached=self.side[o.job.output].unknown or None
                                        if o.job.output in self.side else None,
                                        verified=self._verified.get(o.job.output), lane=o.lane, slot=o.slot,
-                                       size=o.job.module.size, key=self._keys.get(o.job.output),
+                                       size=o.job.module.size, key=self._keys.get(o.job.output), digest=o.job.module.digest,
                                        worker=o.worker or None,
                                        queued=round(o.queued, 4) if o.queued is not None else None)
                            for o in self.outcomes]

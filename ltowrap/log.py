@@ -30,6 +30,7 @@ class Backend:
     slot: int | None = None  # compiled in a slot of the machine's pool: its number
     size: int | None = None  # the module's bytes
     key: str | None = None  # its cache key (`ltowrap explain` shows what went in, after LTOWRAP_DEBUG=1)
+    digest: str | None = None  # the module's content digest (its name in a remote input root: m/<rank>-<digest>.o)
     worker: str | None = None  # run on a remote worker: which (as the server names it)
     queued: float | None = None  # run on a remote worker: seconds in the server's queue first
 
