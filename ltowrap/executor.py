@@ -257,6 +257,8 @@ class Executor:
                 record.remote_raced = len(self._raced) or None
             record.remote_down = self.remote.down or None
             record.remote_retries = self.remote.retries or None
+            record.remote_uploaded = self.remote.client.uploaded or None
+            record.remote_deduplicated = self.remote.deduplicated or None
 
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)

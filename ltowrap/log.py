@@ -69,6 +69,8 @@ class Record:
     remote_raced: int | None = None  # execute mode: jobs run on both sides at once, the first result won
     remote_down: str | None = None
     remote_retries: int | None = None  # requests asked again after a "not now" answer
+    remote_uploaded: int | None = None  # bytes sent to the CAS (inputs, and what was published)
+    remote_deduplicated: int | None = None  # input bytes the jobs sent named but not uploaded (shared, or in the CAS)
 
     def span(self, name: str, start: float, end: float) -> None:
         """A phase of the link ran from start to end (time.time())."""

@@ -89,7 +89,9 @@ def _die_with_worker() -> None:
 
 
 def log(msg: str) -> None:
-    print(f"[reapi_worker {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+    # One write per line: the bots of one process log from their threads at once.
+    sys.stderr.write(f"[reapi_worker {os.getpid()} {time.time():.3f}] {msg}\n")
+    sys.stderr.flush()
 
 
 def now_ts() -> timestamp_pb2.Timestamp:
