@@ -166,10 +166,10 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
                          "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": "execute",
                          "LTOWRAP_REMOTE_LOCAL": "1" if mode == "hybrid" else "0",
                          "LTOWRAP_REMOTE_JOBS": str(a.jobs_per_worker * workers)}
-        argv = words
+        argv = ["sh", "-c", line]  # redis's line prints its LINK banner first
         if a.profile:  # py-spy's samples of every Python process of the link, threads included
             argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--threads", "--idle",
-                    "--format", "raw", "--rate", "200", "-o", str(tmp / "profile.txt"), "--", *words]
+                    "--format", "raw", "--rate", "200", "-o", str(tmp / "profile.txt"), "--", *argv]
         run = measure(argv, where, run_env, tmp / "link.out")
         record = record_of(log)
         replayed = sum(server.worker_log(i).count(" replayed ") for i in range(len(procs)))
@@ -318,7 +318,7 @@ def main() -> int:
             (where / out).unlink(missing_ok=True)
             log = tmp / name / "local.jsonl"
             cache = cold_cache(env, tmp / name / "local-cache")
-            measure(words, where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log), "LTOWRAP_MEMO": "0"},
+            measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log), "LTOWRAP_MEMO": "0"},
                     tmp / name / "local.out")
             local = record_of(log)
             locals_[name] = local
