@@ -297,9 +297,7 @@ def module_count(data: bytes) -> int:
 
 def module_paths(shard: bytes) -> list[str]:
     """The module paths a shard records, in its MODULE_STRTAB order."""
-    finder = _StrtabFinder()
-    _read_stream(_stream(shard), finder)
-    return [_module_path(v) for v in finder.records if _is_entry(v)]
+    return Strtab.of(shard).paths
 
 
 def relocate(shard: bytes, rename: Callable[[str], str]) -> bytes:
@@ -310,27 +308,44 @@ def relocate(shard: bytes, rename: Callable[[str], str]) -> bytes:
     Blocks are 32-bit aligned and a combined index holds no absolute offsets, so
     everything else is kept byte for byte.
     """
-    stream = _stream(shard)
-    finder = _StrtabFinder()
-    _read_stream(stream, finder)
-    if finder.found is None:
-        raise BadBitcode("no MODULE_STRTAB block")
-    parents, strtab = finder.found
-    w = _Writer()
-    for values in finder.records:
-        if _is_entry(values):
-            values = [*values[:2], *rename(_module_path(values)).encode("utf-8", "surrogateescape")]
-        w.fixed(3, strtab.width)  # UNABBREV_RECORD
-        w.vbr(values[0], 6)
-        w.vbr(len(values) - 1, 6)
-        for v in values[1:]:
-            w.vbr(v, 6)
-    w.fixed(0, strtab.width)  # END_BLOCK
-    body = w.data()
-    delta = len(body) // 4 - (strtab.end - strtab.start) // 32
-    out = bytearray(stream[: strtab.start // 8] + body + stream[strtab.end // 8 :])
-    for block in (*parents, strtab):
-        at = block.length_at // 8
-        words = int.from_bytes(out[at : at + 4], "little") + delta
-        out[at : at + 4] = words.to_bytes(4, "little")
-    return bytes(out)
+    return Strtab.of(shard).relocate(rename)
+
+
+class Strtab:
+    """A shard's MODULE_STRTAB, read once: its paths, and the shard relocated (remote/action.py
+    needs both, the paths to rank them before it renames them)."""
+
+    def __init__(self, stream: bytes, finder: _StrtabFinder) -> None:
+        self.stream, self.finder = stream, finder
+        self.paths = [_module_path(v) for v in finder.records if _is_entry(v)]
+
+    @classmethod
+    def of(cls, shard: bytes) -> Strtab:
+        stream = _stream(shard)
+        finder = _StrtabFinder()
+        _read_stream(stream, finder)
+        return cls(stream, finder)
+
+    def relocate(self, rename: Callable[[str], str]) -> bytes:
+        stream, finder = self.stream, self.finder
+        if finder.found is None:
+            raise BadBitcode("no MODULE_STRTAB block")
+        parents, strtab = finder.found
+        w = _Writer()
+        for values in finder.records:
+            if _is_entry(values):
+                values = [*values[:2], *rename(_module_path(values)).encode("utf-8", "surrogateescape")]
+            w.fixed(3, strtab.width)  # UNABBREV_RECORD
+            w.vbr(values[0], 6)
+            w.vbr(len(values) - 1, 6)
+            for v in values[1:]:
+                w.vbr(v, 6)
+        w.fixed(0, strtab.width)  # END_BLOCK
+        body = w.data()
+        delta = len(body) // 4 - (strtab.end - strtab.start) // 32
+        out = bytearray(stream[: strtab.start // 8] + body + stream[strtab.end // 8 :])
+        for block in (*parents, strtab):
+            at = block.length_at // 8
+            words = int.from_bytes(out[at : at + 4], "little") + delta
+            out[at : at + 4] = words.to_bytes(4, "little")
+        return bytes(out)

@@ -252,7 +252,7 @@ class Executor:
                                        uncached=self.side[o.job.output].unknown or None
                                        if o.job.output in self.side else None,
                                        verified=self._verified.get(o.job.output), lane=o.lane, slot=o.slot,
-                                       size=o.job.module.size, key=self._keys.get(o.job.output),
+                                       size=o.job.module.size, key=self._keys.get(o.job.output), digest=o.job.module.digest,
                                        worker=o.worker or None,
                                        queued=round(o.queued, 4) if o.queued is not None else None)
                            for o in self.outcomes]
@@ -264,6 +264,8 @@ class Executor:
                 record.remote_raced = len(self._raced) or None
             record.remote_down = self.remote.down or None
             record.remote_retries = self.remote.retries or None
+            record.remote_uploaded = self.remote.client.uploaded or None
+            record.remote_deduplicated = self.remote.deduplicated or None
 
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)

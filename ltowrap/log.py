@@ -30,6 +30,7 @@ class Backend:
     slot: int | None = None  # compiled in a slot of the machine's pool: its number
     size: int | None = None  # the module's bytes
     key: str | None = None  # its cache key (`ltowrap explain` shows what went in, after LTOWRAP_DEBUG=1)
+    digest: str | None = None  # the module's content digest (its name in a remote input root: m/<rank>-<digest>.o)
     worker: str | None = None  # run on a remote worker: which (as the server names it)
     queued: float | None = None  # run on a remote worker: seconds in the server's queue first
     dropped: list[str] | None = None  # recorded options the backend clang rejects (another release's), left out
@@ -69,6 +70,8 @@ class Record:
     remote_raced: int | None = None  # execute mode: jobs run on both sides at once, the first result won
     remote_down: str | None = None
     remote_retries: int | None = None  # requests asked again after a "not now" answer
+    remote_uploaded: int | None = None  # bytes sent to the CAS (inputs, and what was published)
+    remote_deduplicated: int | None = None  # input bytes the jobs sent named but not uploaded (shared, or in the CAS)
 
     def span(self, name: str, start: float, end: float) -> None:
         """A phase of the link ran from start to end (time.time())."""

@@ -277,7 +277,7 @@ instances:
 
 
 def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
-                match_keys: tuple[str, ...] = (), client_updates: bool = True) -> str:
+                match_keys: tuple[str, ...] = (), client_updates: bool = True, threads: int = 128) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
@@ -287,6 +287,9 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     selects its workers by). Any other key makes Execute fail with FAILED_PRECONDITION.
     client_updates: whether clients may write the action cache (UpdateActionResult; the
     capabilities say so); if not, what the scheduler caches is not in the one clients read.
+    threads: the server's thread pool. Every bot's long poll and every client's waiting
+    Execute stream holds one, so a cluster of N bots with a client of remote_jobs J needs
+    more than N + J (bench/cluster.py: 128 bots and 128 streams).
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
@@ -295,12 +298,12 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     wildcard = [] if match_toolchain else ["ltowrap-toolchain"]
     keys = "\n      ".join(f"{name}: {json.dumps(value)}" for name, value in
                           (("match-property-keys", match), ("wildcard-property-keys", wildcard)) if value)
-    return _server_yaml(port) + f"""\
+    return _server_yaml(port, threads=threads) + f"""\
 connections:
   - !sql-connection &sql
     connection-string: {_q(db_url)}
-    pool-size: 10
-    max-overflow: 20
+    pool-size: {max(10, threads // 8)}
+    max-overflow: {max(20, threads // 4)}
 """ + _storage_yaml(cache_failed_actions=False, client_updates=client_updates) + f"""\
 schedulers:
   - !sql-scheduler &sched
@@ -512,9 +515,12 @@ class ExecServer:
         return [w.pid for w in self.workers]
 
     def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = (),
-                     stall: float = 0.0) -> subprocess.Popen[bytes]:
-        """Start one more worker (advertising `extra` properties too; `stall`: seconds it waits
-        before running each action, a slow worker); with wait, return once its bot session exists."""
+                     stall: float = 0.0, replay: Path | None = None, speed: float = 1.0,
+                     bots: int = 1) -> subprocess.Popen[bytes]:
+        """Start one more worker process (advertising `extra` properties too; `stall`: seconds it waits
+        before running each action, a slow worker; `replay`: a replay directory, its compiles
+        replayed `speed` times as fast, see reapi_worker.py; `bots`: bots in the process); with
+        wait, return once every bot session exists."""
         i = len(self.workers)
         ready = self.workdir / f"worker{i}.ready"
         log = self.workdir / f"worker{i}.log"
@@ -524,6 +530,10 @@ class ExecServer:
             argv += ["--property", f"{k}={v}"]
         if stall:
             argv += ["--stall", str(stall)]
+        if replay is not None:
+            argv += ["--replay", str(replay), "--speed", str(speed)]
+        if bots != 1:
+            argv += ["--bots", str(bots)]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=self.workdir)
@@ -560,13 +570,14 @@ def exec_server(
     toolchains: list[str] | None = None,
     match_keys: tuple[str, ...] = (),
     client_updates: bool = True,
+    threads: int = 128,
 ) -> Iterator[ExecServer]:
     """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
 
     toolchains: values of ltowrap-toolchain the workers advertise; the key is then a
     match key, so an action runs only where its value is advertised. None makes the key
     a wildcard: any value is accepted and ignored for matching. Workers always
-    advertise OSFamily=linux. client_updates: see exec_config.
+    advertise OSFamily=linux. client_updates, threads: see exec_config.
     """
     python = buildgrid_python()
     if not (PG_BIN / "initdb").exists():
@@ -587,7 +598,7 @@ def exec_server(
 
         def make_config(port: int) -> str:
             return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys,
-                               client_updates=client_updates)
+                               client_updates=client_updates, threads=threads)
 
         port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
         props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]
@@ -599,6 +610,29 @@ def exec_server(
             server.start_worker(wait=False)  # start in parallel: Python + grpc import is the slow part
         server.wait_workers()
         yield server
+
+
+def replay_dir(record: dict, cache_dir: Path, out: Path) -> Path:
+    """A replay directory for reapi_worker.py --replay from a local link: `record` is the link's
+    LTOWRAP_LOG line, `cache_dir` that run's ltowrap cache. Each backend compiled there gives
+    its compile time (end - start) and its object (o/<key>), under its module's digest.
+    Returns out, holding times.json and <digest>.o."""
+    from ltowrap.cache import OBJECTS, Cache
+    from ltowrap.stats import Stats
+
+    cache = Cache(str(cache_dir), Stats())
+    out.mkdir(parents=True, exist_ok=True)
+    times: dict[str, float] = {}
+    for b in record["backends"]:
+        if b["source"] != "compiled":
+            raise ValueError(f"{b['module']} was not compiled in this run ({b['source']}): no compile time to replay")
+        entry = cache.get(OBJECTS, b["key"])
+        if entry is None or not entry.payload:
+            raise ValueError(f"{b['module']}: no object under its key {b['key']} in {cache_dir}")
+        (out / f"{b['digest']}.o").write_bytes(entry.payload)
+        times[b["digest"]] = round(b["end"] - b["start"], 4)
+    (out / "times.json").write_text(json.dumps(times, indent=0, sort_keys=True))
+    return out
 
 
 def run_probe(python: Path, *args: str, timeout: float = 120.0) -> dict[str, object]:

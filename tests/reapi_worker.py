@@ -13,10 +13,22 @@ an ActionResult. While the action runs, the main thread sends a heartbeat every
 the scheduler's bot-session-keepalive-timeout and re-queues its job, which is what
 lets a SIGKILLed worker's job finish on another worker.
 
+Replay mode (--replay DIR, bench/cluster.py and tests/test_cluster.py): every real part of
+a worker but the compile. The job fetches the Action, its Command and its whole input root
+from the CAS as above (the bytes are read, not written to disk), then, instead of running
+clang, sleeps for the compile time a local run recorded for that backend divided by
+--speed, and uploads the object that local run produced. DIR holds `times.json`
+({module digest: seconds}) and `<module digest>.o` for each backend; the module is the
+`m/<rank>-<digest>.o` the Command compiles (remote/action.py), so the digest is read off its
+name. A module DIR does not know fails the action (exit 1), as a compile error would.
+--bots N runs N bots in this one process (a thread each, one channel per 16 bots), so
+that 128 of them fit on two cores.
+
 Usage (see tests/reapi_server.py, which starts these):
     python reapi_worker.py --url grpc://127.0.0.1:PORT [--instance NAME]
         [--property OSFamily=linux] [--property ltowrap-toolchain=VALUE ...]
         [--ready-file PATH] [--inline-stdio] [--stall SECONDS]
+        [--replay DIR [--speed F]] [--bots N]
 """
 
 from __future__ import annotations
@@ -24,7 +36,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import hashlib
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +49,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +89,9 @@ def _die_with_worker() -> None:
 
 
 def log(msg: str) -> None:
-    print(f"[reapi_worker {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+    # One write per line: the bots of one process log from their threads at once.
+    sys.stderr.write(f"[reapi_worker {os.getpid()} {time.time():.3f}] {msg}\n")
+    sys.stderr.flush()
 
 
 def now_ts() -> timestamp_pb2.Timestamp:
@@ -221,6 +238,47 @@ def materialise(cas: Cas, root_digest: re_pb2.Digest, root: Path) -> None:
         path.chmod(0o755 if f.is_executable else 0o644)
 
 
+def fetch_tree(cas: Cas, root_digest: re_pb2.Digest) -> int:
+    """Read the whole input tree from the CAS, as materialise does, without writing it: its bytes."""
+    level = [root_digest]
+    files: list[re_pb2.Digest] = []
+    total = 0
+    while level:
+        blobs = cas.read_many([d for d in level if d.size_bytes])
+        total += sum(d.size_bytes for d in level)
+        next_level: list[re_pb2.Digest] = []
+        for d in level:
+            directory = re_pb2.Directory.FromString(blobs[dkey(d)] if d.size_bytes else b"")
+            files += [f.digest for f in directory.files if f.digest.size_bytes]
+            next_level += [sub.digest for sub in directory.directories]
+        level = next_level
+    contents = cas.read_many(files)
+    return total + sum(len(v) for v in contents.values())
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The compile times and objects of a local run, by module digest (see the module's docstring)."""
+
+    root: Path
+    times: dict[str, float]
+    speed: float = 1.0
+
+    @classmethod
+    def load(cls, root: Path, speed: float) -> Replay:
+        return cls(root, json.loads((root / "times.json").read_text()), speed)
+
+    MODULE = re.compile(r"^m/\d+-([0-9a-f]+)\.o$")
+
+    def module(self, argv: list[str]) -> str | None:
+        """The digest of the module the Command compiles: the one positional m/<rank>-<digest>.o."""
+        for arg in argv[1:]:
+            found = self.MODULE.match(arg)
+            if found:
+                return found.group(1)
+        return None
+
+
 def _file_node(path: Path, name: str, blobs: dict[tuple[str, int], bytes]) -> re_pb2.FileNode:
     data = path.read_bytes()
     d = digest_of(data)
@@ -284,6 +342,7 @@ class Job:
     keep_dirs: bool
     inline_stdio: bool
     stall: float = 0.0
+    replay: Replay | None = None
     done: threading.Event = field(default_factory=threading.Event)
     status: status_pb2.Status = field(default_factory=status_pb2.Status)
     result: re_pb2.ActionResult = field(default_factory=re_pb2.ActionResult)
@@ -331,6 +390,9 @@ class Job:
         meta.input_fetch_start_timestamp.CopyFrom(now_ts())
         action = self._action()
         command = re_pb2.Command.FromString(self.cas.read(action.command_digest))
+        if self.replay is not None:
+            self._replay(action, command)
+            return
         root = Path(tempfile.mkdtemp(prefix="reapi-job-"))
         try:
             materialise(self.cas, action.input_root_digest, root)
@@ -374,6 +436,42 @@ class Job:
             if not self.keep_dirs:
                 shutil.rmtree(root, ignore_errors=True)
 
+    def _replay(self, action: re_pb2.Action, command: re_pb2.Command) -> None:
+        """Fetch the inputs, wait the recorded compile time, answer with the recorded object."""
+        assert self.replay is not None
+        meta = self.result.execution_metadata
+        fetched = fetch_tree(self.cas, action.input_root_digest)
+        meta.input_fetch_completed_timestamp.CopyFrom(now_ts())
+        module = self.replay.module(list(command.arguments))
+        seconds = self.replay.times.get(module or "")
+        meta.execution_start_timestamp.CopyFrom(now_ts())
+        blobs: dict[tuple[str, int], bytes] = {}
+        stderr = b""
+        if seconds is None:
+            self.result.exit_code = 1
+            stderr = f"reapi_worker: replay: no recorded backend for module {module}\n".encode()
+        else:
+            self._woken.wait(seconds / self.replay.speed)  # the compile; a cancel ends it
+            if self.cancelled:
+                log(f"lease {self.lease.id} cancelled while it ran")
+                return
+            data = (self.replay.root / f"{module}.o").read_bytes()
+            d = digest_of(data)
+            blobs[dkey(d)] = data
+            outputs = list(command.output_paths) or list(command.output_files)
+            self.result.output_files.add(path=outputs[0], digest=d)
+        meta.execution_completed_timestamp.CopyFrom(now_ts())
+        meta.output_upload_start_timestamp.CopyFrom(now_ts())
+        d = digest_of(stderr)
+        blobs[dkey(d)] = stderr
+        self.result.stderr_digest.CopyFrom(d)
+        self.result.stdout_digest.CopyFrom(digest_of(b""))
+        blobs[dkey(digest_of(b""))] = b""
+        self.cas.upload(blobs)
+        meta.output_upload_completed_timestamp.CopyFrom(now_ts())
+        meta.worker_completed_timestamp.CopyFrom(now_ts())
+        log(f"lease {self.lease.id} replayed {module}: {fetched} bytes fetched")
+
     def _exec(
         self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None
     ) -> tuple[bytes, bytes, int]:
@@ -412,10 +510,13 @@ class Worker:
     keep_dirs: bool
     inline_stdio: bool
     stall: float = 0.0
+    replay: Replay | None = None
+    channel: grpc.Channel | None = None  # shared by the bots of one process (--bots); else its own
 
     def __post_init__(self) -> None:
         target = self.url.removeprefix("grpc://")
-        self.channel = grpc.insecure_channel(target)
+        if self.channel is None:
+            self.channel = grpc.insecure_channel(target)
         self.bots = bots_pb2_grpc.BotsStub(self.channel)
         self.cas = Cas(self.channel, self.instance)
         self.jobs: dict[str, Job] = {}
@@ -440,10 +541,12 @@ class Worker:
                 log(f"CreateBotSession: {e.code()} {e.details()}; retrying")
                 time.sleep(0.2)
 
-    def run(self) -> None:
+    def run(self, ready: Callable[[str], None] | None = None) -> None:
         session = self._new_session()
         log(f"session {session.name} for bot {self.bot_id} with {self.properties}")
-        if self.ready_file is not None:
+        if ready is not None:
+            ready(session.name)
+        elif self.ready_file is not None:
             self.ready_file.write_text(session.name)
         while True:
             self._sync_jobs(session)
@@ -481,7 +584,8 @@ class Worker:
             if lease.state == bots_pb2.LeaseState.ACTIVE and lease.id not in self.jobs:
                 log(f"lease {lease.id}")
                 job = Job(lease=lease, cas=self.cas, worker_name=self.bot_id,
-                          keep_dirs=self.keep_dirs, inline_stdio=self.inline_stdio, stall=self.stall)
+                          keep_dirs=self.keep_dirs, inline_stdio=self.inline_stdio, stall=self.stall,
+                          replay=self.replay)
                 self.jobs[lease.id] = job
                 job.start()
             elif lease.state == bots_pb2.LeaseState.ACTIVE and self.jobs[lease.id].done.is_set():
@@ -517,29 +621,58 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-dirs", action="store_true", help="keep job directories (debugging)")
     ap.add_argument("--inline-stdio", action="store_true", help="also put stdout/stderr in *_raw fields")
     ap.add_argument("--stall", type=float, default=0.0, help="seconds to wait before running each action (a slow worker)")
+    ap.add_argument("--replay", type=Path, default=None,
+                    help="replay a local run's compiles (DIR: times.json and <module digest>.o) instead of running them")
+    ap.add_argument("--speed", type=float, default=1.0, help="replay: recorded compile times are divided by this")
+    ap.add_argument("--bots", type=int, default=1, help="bots in this process (one thread each)")
     args = ap.parse_args(argv)
     props = [tuple(p.split("=", 1)) for p in args.property] or [("OSFamily", "linux")]
     if any(len(p) != 2 for p in props):
         ap.error("--property takes KEY=VALUE")
-    worker = Worker(
-        url=args.url,
-        instance=args.instance,
-        bot_id=args.bot_id or f"{socket.gethostname()}-{os.getpid()}",
-        properties=props,  # type: ignore[arg-type]
-        heartbeat=args.heartbeat,
-        ready_file=args.ready_file,
-        keep_dirs=args.keep_dirs,
-        inline_stdio=args.inline_stdio,
-        stall=args.stall,
-    )
+    replay = Replay.load(args.replay, args.speed) if args.replay is not None else None
+    bot_id = args.bot_id or f"{socket.gethostname()}-{os.getpid()}"
+    target = args.url.removeprefix("grpc://")
+    channels = [grpc.insecure_channel(target) for _ in range((args.bots + 15) // 16)] if args.bots > 1 else [None]
+    workers = [
+        Worker(
+            url=args.url,
+            instance=args.instance,
+            bot_id=bot_id if args.bots == 1 else f"{bot_id}-{i}",
+            properties=props,  # type: ignore[arg-type]
+            heartbeat=args.heartbeat,
+            ready_file=args.ready_file,
+            keep_dirs=args.keep_dirs,
+            inline_stdio=args.inline_stdio,
+            stall=args.stall,
+            replay=replay,
+            channel=channels[i // 16],
+        )
+        for i in range(args.bots)
+    ]
 
     def stop(*_: object) -> None:
-        for job in list(worker.jobs.values()):
-            job.cancel()
+        for worker in workers:
+            for job in list(worker.jobs.values()):
+                job.cancel()
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    worker.run()
+    if len(workers) == 1:
+        workers[0].run()
+        return 0
+    # Many bots: the ready file is written once every one of them has its session.
+    sessions: list[str] = []
+    lock = threading.Lock()
+
+    def ready(name: str) -> None:
+        with lock:
+            sessions.append(name)
+            if len(sessions) == len(workers) and args.ready_file is not None:
+                args.ready_file.write_text("\n".join(sessions))
+
+    for worker in workers:
+        threading.Thread(target=worker.run, args=(ready,), name=worker.bot_id, daemon=True).start()
+    threading.Event().wait()
     return 0
 
 

@@ -97,8 +97,8 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     the key, not a platform property); compiler: clang's path on the workers, in place of
     this machine's."""
     names: dict[str, str] = {}  # module path in the shard -> path in the input root
-    ranks = {p: r for r, p in enumerate(sorted(set(bitcode.module_paths(job.shard)),
-                                               key=lambda p: p.encode("utf-8", "surrogateescape")))}
+    strtab = bitcode.Strtab.of(job.shard)
+    ranks = {p: r for r, p in enumerate(sorted(set(strtab.paths), key=lambda p: p.encode("utf-8", "surrogateescape")))}
 
     def rename(path: str) -> str:
         if path not in names:
@@ -107,7 +107,7 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
             names[path] = f"{MODULES}/{rank:06d}-{digest_of(path)}.o"
         return names[path]
 
-    shard = bitcode.relocate(job.shard, rename)
+    shard = strtab.relocate(rename)
     for path in (job.module.path, *job.imports):
         rename(path)
     blobs: dict[Key, bytes] = {}

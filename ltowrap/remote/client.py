@@ -186,14 +186,22 @@ class Running:
         self._moved = moved
         self.cancelled = False
         self.stage: int | None = None
+        self.sent = time.monotonic()
+        self.dispatched: float | None = None  # seconds from sent to leaving the server's queue
 
     def reported(self, op) -> None:
         metadata = protos.ExecuteOperationMetadata()
         if not op.metadata.Unpack(metadata) or metadata.stage == self.stage:
             return
         self.stage = metadata.stage
+        if self.dispatched is None and not self.queued:
+            self.dispatched = time.monotonic() - self.sent
         if self._moved is not None:
             self._moved()
+
+    def waiting(self, grace: float) -> bool:
+        """Queued for longer than `grace` seconds: waiting for a worker, not only being dispatched."""
+        return self.queued and time.monotonic() - self.sent > grace
 
     @property
     def queued(self) -> bool:
@@ -242,6 +250,8 @@ class Client:
         self.can_update = True  # the action cache takes results from clients (capabilities says)
         self.pressure = Pressure(endpoint.jobs)
         self._random = random.Random()
+        self.uploaded = 0  # bytes of the blobs sent to the CAS
+        self._counting = threading.Lock()
 
     def close(self) -> None:
         self.channel.close()
@@ -344,6 +354,11 @@ class Client:
         for r in response.responses:
             if r.status.code != 0:
                 raise RemoteError(f"BatchUpdateBlobs: {r.digest.hash}: code {r.status.code}: {r.status.message}")
+        self._sent(sum(len(data) for _, data in batch))
+
+    def _sent(self, size: int) -> None:
+        with self._counting:
+            self.uploaded += size
 
     def _resource(self, key: Key, upload: bool) -> str:
         parts = [self.endpoint.instance] if self.endpoint.instance else []
@@ -366,6 +381,7 @@ class Client:
         response = self._retrying("ByteStream.Write", lambda left: call(chunks(), timeout=left, metadata=self.metadata))
         if response.committed_size not in (len(data), -1):
             raise RemoteError(f"ByteStream.Write: committed {response.committed_size} of {len(data)} bytes")
+        self._sent(len(data))
 
     def read(self, key: Key) -> bytes:
         """A blob's bytes, checked against its digest."""

@@ -82,7 +82,10 @@ class Session:
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None
     _publishing: list[Future] = field(default_factory=list)
+    _sharing: list[Future] = field(default_factory=list)  # executed results being put under their identity
     _inputs: Future | None = None  # the upload of the inputs of the jobs that may be sent (prepare)
+    _fastest: float | None = None  # the quickest dispatch seen (Running.dispatched), seconds
+    deduplicated: int = 0  # input bytes those jobs name that were not uploaded (shared by jobs, or in the CAS)
 
     def __post_init__(self) -> None:
         self._files = action.Files(read_bytes, {})
@@ -154,9 +157,22 @@ class Session:
     def room(self, sent: list[Execution], queue: bool) -> bool:
         """May one more job be sent? At most as many as requests may be in flight; and unless
         jobs may `queue` (no local side to give them to), none while a sent job waits in the
-        server's queue: the workers are all busy then, and it would only wait there."""
-        return (not self.down and self._inputs is not None and len(sent) < max(1, int(self.client.pressure.limit))
-                and (queue or not any(e.running.queued for e in sent)))
+        server's queue: the workers are all busy then, and it would only wait there.
+
+        Every job spends some time in that queue, free workers or not: the server's dispatch
+        (BuildGrid: its assigner's round, a database write, the bot's long poll; 0.1-0.2 s on
+        loopback). So a job counts as waiting for a worker only once it has been queued for
+        twice the quickest dispatch this link has seen (any queued job, before one is seen);
+        else a large cluster would get one job per dispatch time (bench/cluster.py)."""
+        if self.down or self._inputs is None or len(sent) >= max(1, int(self.client.pressure.limit)):
+            return False
+        if queue:
+            return True
+        for e in sent:
+            if e.running.dispatched is not None and (self._fastest is None or e.running.dispatched < self._fastest):
+                self._fastest = e.running.dispatched
+        grace = 2 * self._fastest if self._fastest is not None else 0.0
+        return not any(e.running.waiting(grace) for e in sent)
 
     def send(self, w: Work, wake: Callable[[], None]) -> Execution:
         """Have the job executed on the workers, in the background; `wake` is called (from
@@ -193,10 +209,13 @@ class Session:
     def _upload_inputs(self, actions: list[action.BackendAction]) -> str:
         """Why the inputs could not be uploaded ('' once they are in the CAS)."""
         blobs: dict[Key, bytes] = {}
+        named = 0
         for a in actions:
             blobs.update(a.blobs)
+            named += sum(k[1] for k in a.blobs)
         try:
             missing = self.client.find_missing(blobs)
+            self.deduplicated = named - sum(k[1] for k in missing)
             self.client.upload({k: blobs[k] for k in missing})
         except RemoteError as e:
             self._give_up(e)
@@ -227,9 +246,11 @@ class Session:
             self._give_up(e)
             return None, str(e)
         # Shared under the identity every machine asks for, where this client may write the
-        # action cache; a failure to share it costs other machines a hit, not this object.
+        # action cache; a failure to share it costs other machines a hit, not this object. In
+        # the background: the object is this link's now, and two more round trips before it
+        # is handed over would hold its place among the executions in flight.
         if served is not None and self.client.can_update:
-            self._share(a, response.result)
+            self._sharing.append(self._executor().submit(self._share, a, response.result))
         return served, why
 
     def _output(self, result, executed: bool) -> tuple[Served | None, str]:
@@ -286,6 +307,8 @@ class Session:
         """Wait for the results being published, then let go of the connection."""
         for f in self._publishing:  # counted here: Stats belongs to this thread
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
+        for f in self._sharing:
+            f.result()
         if self._pool is not None:
             self._pool.shutdown()
         if self.retries:
