@@ -6,7 +6,7 @@ reversed, renamed and moved, in an archive of another name, lld's DTLTO with its
 per-link temporary names), and ways that mean other ones (one-file edits, fewer
 imports). The index-only links import declarations too, as ltowrap's thin-link does, so
 a module a shard names only through declarations goes into the key by its interface
-(shardkey.module_interface): the same-name edits (lvm.c, lgc.c, lstrlib.c) check that
+(interface.module_interface): the same-name edits (lvm.c, lgc.c, lstrlib.c) check that
 rule. Every backend job gets the key ltowrap would give it (the shard's canonical text,
 the module's digest; the compile command is the same for all); every job that shares its
 key with a job of another link is compiled for real, and the objects of one key must be

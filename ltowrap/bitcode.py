@@ -1,33 +1,172 @@
-"""Index shards (`M.o.thinlto.bc`) read and rewritten with a small bitstream reader and writer.
+"""The LLVM bitstream layer: a reader and block walkers, the record codes ltowrap reads, and index
+shards (`M.o.thinlto.bc`) read and rewritten.
 
-An index shard (`M.o.thinlto.bc`) records, in its MODULE_STRTAB block, the path of every
-module the backend compile will read, and lld writes whatever paths it was given:
-ltowrap's store paths, or lld's own temporary names for archive members under DTLTO
-(`libb.a(b.o at 80).2.5CF1.o`, different for every link). The native object depends on the
-modules' contents, not on their paths. The reader below is shared with shardkey.py, which
-turns a shard into its canonical text for the cache key.
-
-A remote backend compile runs in another directory, where the shard's absolute store paths
-do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths.
+Everything in ltowrap that reads bitcode goes through here: irmodule.py (a module's triple,
+flags and inline assembly), shardkey.py (a shard's canonical text), interface.py (what a
+declarations-only import takes of a module).
 
 LLVM bitstream, as far as needed here: a stream of abbreviation ids of the current width;
 0 END_BLOCK, 1 ENTER_SUBBLOCK (block id vbr8, new width vbr4, align 32, length in words
 fixed32), 2 DEFINE_ABBREV, 3 UNABBREV_RECORD (code vbr6, count vbr6, operands vbr6);
 ids >= 4 are records laid out by a defined abbreviation. Abbreviations for a block may
 also come from the BLOCKINFO block (id 0, SETBID record 1).
+
+Two ways to walk a stream, for two costs:
+- walk_stream / walk with a Visitor (or read_tree, the whole stream as nested Nodes): every
+  record of the blocks the visitor enters is decoded, abbreviations and BLOCKINFO handled;
+- items / scan: a generator over one block's records and sub-blocks, which the caller reads
+  as far as it needs and may jump in (scan decodes only the records of the codes asked for).
+
+An index shard records, in its MODULE_STRTAB block, the path of every module the backend
+compile will read, and lld writes whatever paths it was given: ltowrap's store paths, or
+lld's own temporary names for archive members under DTLTO (`libb.a(b.o at 80).2.5CF1.o`,
+different for every link). The native object depends on the modules' contents, not on their
+paths. A remote backend compile runs in another directory, where the shard's absolute store
+paths do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 
-BLOCKINFO = 0
-MODULE_BLOCK = 8
-MODULE_STRTAB = 19
-MST_ENTRY = 1
+# --- record codes (llvm/Bitcode/LLVMBitCodes.h, names as there) ------------------------------------
+# Only what ltowrap reads. A code means something only inside its block.
+
+# Block ids (BlockIDs; BLOCKINFO is the bitstream's own, LLVMBitCodes' StandardBlockIDs).
+BLOCKINFO_BLOCK_ID = 0
+MODULE_BLOCK_ID = 8
+PARAMATTR_BLOCK_ID = 9
+PARAMATTR_GROUP_BLOCK_ID = 10
+CONSTANTS_BLOCK_ID = 11
+FUNCTION_BLOCK_ID = 12
+IDENTIFICATION_BLOCK_ID = 13
+VALUE_SYMTAB_BLOCK_ID = 14
+METADATA_BLOCK_ID = 15
+TYPE_BLOCK_ID_NEW = 17
+MODULE_STRTAB_BLOCK_ID = 19
+GLOBALVAL_SUMMARY_BLOCK_ID = 20
+OPERAND_BUNDLE_TAGS_BLOCK_ID = 21
+METADATA_KIND_BLOCK_ID = 22
+STRTAB_BLOCK_ID = 23
+SYMTAB_BLOCK_ID = 25
+SYNC_SCOPE_NAMES_BLOCK_ID = 26
+
+# IDENTIFICATION_BLOCK (IdentificationCodes).
+IDENTIFICATION_CODE_STRING = 1
+
+# MODULE_BLOCK (ModuleCodes).
+MODULE_CODE_VERSION = 1
+MODULE_CODE_TRIPLE = 2
+MODULE_CODE_DATALAYOUT = 3
+MODULE_CODE_ASM = 4
+MODULE_CODE_SECTIONNAME = 5
+MODULE_CODE_DEPLIB = 6
+MODULE_CODE_GLOBALVAR = 7
+MODULE_CODE_FUNCTION = 8
+MODULE_CODE_ALIAS_OLD = 9
+MODULE_CODE_GCNAME = 11
+MODULE_CODE_COMDAT = 12
+MODULE_CODE_VSTOFFSET = 13
+MODULE_CODE_ALIAS = 14
+MODULE_CODE_SOURCE_FILENAME = 16
+MODULE_CODE_HASH = 17
+MODULE_CODE_IFUNC = 18
+# The records that each define the next module-level value id, in value id order.
+GLOBAL_VALUE_CODES = frozenset({MODULE_CODE_GLOBALVAR, MODULE_CODE_FUNCTION, MODULE_CODE_ALIAS_OLD, MODULE_CODE_ALIAS,
+                                MODULE_CODE_IFUNC})
+
+# TYPE_BLOCK_ID_NEW (TypeCodes).
+TYPE_CODE_NUMENTRY = 1
+TYPE_CODE_VOID = 2
+TYPE_CODE_FLOAT = 3
+TYPE_CODE_DOUBLE = 4
+TYPE_CODE_LABEL = 5
+TYPE_CODE_OPAQUE = 6
+TYPE_CODE_INTEGER = 7
+TYPE_CODE_HALF = 10
+TYPE_CODE_ARRAY = 11
+TYPE_CODE_VECTOR = 12
+TYPE_CODE_X86_FP80 = 13
+TYPE_CODE_FP128 = 14
+TYPE_CODE_PPC_FP128 = 15
+TYPE_CODE_METADATA = 16
+TYPE_CODE_X86_MMX = 17
+TYPE_CODE_STRUCT_ANON = 18
+TYPE_CODE_STRUCT_NAME = 19
+TYPE_CODE_STRUCT_NAMED = 20
+TYPE_CODE_FUNCTION = 21
+TYPE_CODE_TOKEN = 22
+TYPE_CODE_BFLOAT = 23
+TYPE_CODE_X86_AMX = 24
+TYPE_CODE_OPAQUE_POINTER = 25
+TYPE_CODE_TARGET_TYPE = 26
+
+# CONSTANTS_BLOCK (ConstantsCodes).
+CST_CODE_SETTYPE = 1
+CST_CODE_NULL = 2
+CST_CODE_UNDEF = 3
+CST_CODE_INTEGER = 4
+CST_CODE_WIDE_INTEGER = 5
+CST_CODE_FLOAT = 6
+CST_CODE_INLINEASM_OLD = 18  # LLVM < 3.1
+CST_CODE_INLINEASM_OLD2 = 23  # 3.1 to 12
+CST_CODE_POISON = 26
+CST_CODE_INLINEASM_OLD3 = 28  # 13 (with `unwind`)
+CST_CODE_INLINEASM = 30  # 14 on (the function type first)
+
+# FUNCTION_BLOCK (FunctionCodes).
+FUNC_CODE_DECLAREBLOCKS = 1
+
+# METADATA_BLOCK (MetadataCodes).
+METADATA_VALUE = 2
+METADATA_NODE = 3
+METADATA_NAME = 4
+METADATA_DISTINCT_NODE = 5
+METADATA_KIND = 6
+METADATA_LOCATION = 7
+METADATA_NAMED_NODE = 10
+METADATA_ATTACHMENT = 11
+METADATA_GENERIC_DEBUG = 12
+METADATA_STRINGS = 35
+METADATA_GLOBAL_DECL_ATTACHMENT = 36
+METADATA_GLOBAL_VAR_EXPR = 37
+METADATA_INDEX_OFFSET = 38
+METADATA_INDEX = 39
+METADATA_LABEL = 40
+
+# MODULE_STRTAB_BLOCK (ModulePathSymtabCodes).
+MST_CODE_ENTRY = 1
+MST_CODE_HASH = 2
+
+# GLOBALVAL_SUMMARY_BLOCK (GlobalValueSummarySymtabCodes).
+FS_COMBINED = 4
+FS_COMBINED_PROFILE = 5
+FS_COMBINED_GLOBALVAR_INIT_REFS = 6
+FS_COMBINED_ALIAS = 8
+FS_COMBINED_ORIGINAL_NAME = 9
+FS_VERSION = 10
+FS_TYPE_TESTS = 11
+FS_TYPE_TEST_ASSUME_VCALLS = 12
+FS_TYPE_CHECKED_LOAD_VCALLS = 13
+FS_TYPE_TEST_ASSUME_CONST_VCALL = 14
+FS_TYPE_CHECKED_LOAD_CONST_VCALL = 15
+FS_VALUE_GUID = 16
+FS_CFI_FUNCTION_DEFS = 17
+FS_CFI_FUNCTION_DECLS = 18
+FS_FLAGS = 20
+FS_TYPE_ID = 21
+FS_BLOCK_COUNT = 24
+
+# STRTAB_BLOCK (StrtabCodes).
+STRTAB_BLOB = 1
+
+# --- the reader --------------------------------------------------------------------------------------
+
 CHAR6 = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._"
 
+# An abbreviation: its operands as (encoding, value): ("lit", the value), ("fixed"/"vbr",
+# the width), ("array", 0) followed by the element's operand, ("char6", 0), ("blob", 0).
 Abbrev = list[tuple[str, int]]
 
 
@@ -35,7 +174,9 @@ class BadBitcode(ValueError):
     pass
 
 
-class _Reader:
+class Reader:
+    """A bit cursor over `data`, from bit `pos` to bit `end`."""
+
     def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
         self.data = data
         self.pos = pos
@@ -73,8 +214,91 @@ class _Reader:
     def align32(self) -> None:
         self.pos = (self.pos + 31) & ~31
 
+    def run(self, n: int, kind: str, width: int) -> list[int]:
+        """n fields of one encoding in a row, as vbr/fixed read them, from one window of bits
+        per batch (records are mostly runs of VBR6 fields: one slice per chunk is the cost)."""
+        if kind == "char6":
+            return [ord(CHAR6[c]) for c in self.run(n, "fixed", 6)]
+        if kind not in ("vbr", "fixed") or (kind == "vbr" and width < 2):
+            raise BadBitcode(f"an array of {kind}")
+        vbr = kind == "vbr"
+        hi = 1 << (width - 1)
+        low, mask = hi - 1, (1 << width) - 1
+        chunks = 64 // (width - 1) + 2 if vbr else 1  # the longest field vbr() accepts
+        out: list[int] = []
+        while len(out) < n:
+            batch = min(n - len(out), 32)
+            start = self.pos >> 3
+            window = int.from_bytes(self.data[start : start + (batch * chunks * width + 7) // 8 + 1], "little") \
+                >> (self.pos & 7)
+            for _ in range(batch):
+                if not vbr:
+                    out.append(window & mask)
+                    window >>= width
+                    self.pos += width
+                    continue
+                value = shift = 0
+                while True:
+                    chunk = window & mask
+                    window >>= width
+                    self.pos += width
+                    value |= (chunk & low) << shift
+                    if not chunk & hi:
+                        break
+                    shift += width - 1
+                    if shift > 64:
+                        raise BadBitcode("vbr too long")
+                out.append(value)
+        if self.pos > self.end:
+            raise BadBitcode("read past the end")
+        return out
 
-def _define_abbrev(r: _Reader) -> Abbrev:
+    def skip_vbr6(self, n: int) -> None:
+        """Move past n VBR6 fields. A field ends at a chunk whose high bit is clear, so n fields
+        take n chunks plus one per set high bit among them: counted in one window, widened until
+        the count holds (most records are a few hundred bits, most fields one chunk)."""
+        chunks = n
+        while True:
+            start = self.pos >> 3
+            window = int.from_bytes(self.data[start : start + (6 * chunks + 7) // 8 + 1], "little") >> (self.pos & 7)
+            more = (window & (32 * ((1 << 6 * chunks) - 1) // 63)).bit_count()  # bit 5 of each chunk
+            if n + more == chunks:
+                break
+            chunks = n + more
+        self.pos += 6 * chunks
+        if self.pos > self.end:
+            raise BadBitcode("read past the end")
+
+    def skip(self, abbrev: Abbrev) -> None:
+        """Move past one record laid out by `abbrev`: fixed-width fields and arrays by arithmetic."""
+        i = 0
+        while i < len(abbrev):
+            kind, width = abbrev[i]
+            if kind == "array":
+                n = self.vbr(6)
+                kind, width = abbrev[i + 1]
+                if kind in ("fixed", "char6"):
+                    self.pos += n * (6 if kind == "char6" else width)
+                else:
+                    self.run(n, kind, width)
+                i += 2
+                continue
+            if kind == "blob":
+                n = self.vbr(6)
+                self.align32()
+                self.pos += 8 * n
+                self.align32()
+            elif kind == "fixed" or kind == "char6":
+                self.pos += 6 if kind == "char6" else width
+            elif kind == "vbr":
+                self.vbr(width)
+            i += 1
+        if self.pos > self.end:
+            raise BadBitcode("read past the end")
+
+
+def define_abbrev(r: Reader) -> Abbrev:
+    """The abbreviation whose DEFINE_ABBREV id was just read."""
     ops: Abbrev = []
     n = r.vbr(5)
     while len(ops) < n:
@@ -91,7 +315,7 @@ def _define_abbrev(r: _Reader) -> Abbrev:
     return ops
 
 
-def _scalar(r: _Reader, kind: str, value: int) -> int:
+def _scalar(r: Reader, kind: str, value: int) -> int:
     if kind == "vbr":
         return r.vbr(value)
     if kind == "fixed":
@@ -103,7 +327,8 @@ def _scalar(r: _Reader, kind: str, value: int) -> int:
     raise BadBitcode(f"{kind} is not a scalar")
 
 
-def _record(r: _Reader, abbrev: Abbrev) -> list[int]:
+def read_record(r: Reader, abbrev: Abbrev) -> list[int]:
+    """One record laid out by `abbrev`, field by field (a blob as one field per byte)."""
     values: list[int] = []
     i = 0
     while i < len(abbrev):
@@ -124,8 +349,37 @@ def _record(r: _Reader, abbrev: Abbrev) -> list[int]:
     return values
 
 
+def read_values(r: Reader, code: int, abbrevs: list[Abbrev], blobs: bool = False) -> list[int]:
+    """The code and fields of the record whose abbreviation id `code` (3 or more) was just read,
+    arrays a run at a time. A blob comes as two fields: its byte offset in the stream and its
+    length (METADATA_STRINGS holds thousands of characters); with blobs=True, as one field per
+    byte, as LLVM's reader gives it to a record that takes no blob."""
+    if code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
+        rec_code = r.vbr(6)
+        return [rec_code, *r.run(r.vbr(6), "vbr", 6)]
+    if code - 4 >= len(abbrevs):
+        raise BadBitcode(f"undefined abbreviation {code}")
+    abbrev = abbrevs[code - 4]
+    # An array is the abbreviation's last operand but its element's; a blob, the last one.
+    if abbrev[-1][0] == "blob":
+        values = read_record(r, abbrev[:-1])
+        n = r.vbr(6)
+        r.align32()
+        values += list(r.data[r.pos >> 3 : (r.pos >> 3) + n]) if blobs else [r.pos >> 3, n]
+        r.pos += 8 * n
+        r.align32()
+    elif len(abbrev) >= 2 and abbrev[-2][0] == "array":
+        values = read_record(r, abbrev[:-2])
+        values += r.run(r.vbr(6), *abbrev[-1])
+    else:
+        values = read_record(r, abbrev)
+    if r.pos > r.end:
+        raise BadBitcode("read past the end")
+    return values
+
+
 @dataclass(frozen=True)
-class _Block:
+class Block:
     """Where a block lies, in bits from the start of the stream."""
 
     bid: int
@@ -135,40 +389,59 @@ class _Block:
     end: int
 
 
-class _Visitor:
-    def enter(self, block: _Block) -> bool:
-        """Whether to read the block's records (else it is skipped whole)."""
-        return False
-
-    def leave(self, block: _Block) -> None:
-        pass
-
-    def record(self, block: _Block | None, values: list[int]) -> None:
-        pass
-
-
-def _stream(shard: bytes) -> bytes:
-    if shard[:4] == b"\xde\xc0\x17\x0b":  # wrapper header: magic, version, offset, size
-        offset = int.from_bytes(shard[8:12], "little")
-        shard = shard[offset : offset + int.from_bytes(shard[12:16], "little")]
-    if shard[:4] != b"BC\xc0\xde":
+def bitstream(data: bytes) -> bytes:
+    """The bitstream of a bitcode file (inside its wrapper header, if it has one)."""
+    if data[:4] == b"\xde\xc0\x17\x0b":  # wrapper header: magic, version, offset, size
+        offset = int.from_bytes(data[8:12], "little")
+        data = data[offset : offset + int.from_bytes(data[12:16], "little")]
+    if data[:4] != b"BC\xc0\xde":
         raise BadBitcode("not bitcode")
-    return shard
+    return data
 
 
-def _sub_block(r: _Reader) -> _Block:
+def top_level(stream: bytes) -> Reader:
+    """A reader of the stream's top level (after the magic; its abbreviation width is 2)."""
+    return Reader(stream, 32)
+
+
+def enter_block(r: Reader) -> Block:
     """The block whose ENTER_SUBBLOCK abbreviation id was just read: its id, width and extent."""
     bid, width = r.vbr(8), r.vbr(4)
     r.align32()
     length_at = r.pos
     words = r.fixed(32)
-    block = _Block(bid, width, length_at, r.pos, r.pos + 32 * words)
+    block = Block(bid, width, length_at, r.pos, r.pos + 32 * words)
     if block.end > r.end:
         raise BadBitcode("block runs past the end")
     return block
 
 
-def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, list[Abbrev]], visitor: _Visitor) -> None:
+def inside(stream: bytes, block: Block) -> Reader:
+    """A reader of the block's contents."""
+    return Reader(stream, block.start, block.end)
+
+
+# --- walking with a visitor ----------------------------------------------------------------------------
+
+
+class Visitor:
+    """What walk() tells of the blocks and records it meets."""
+
+    def enter(self, block: Block) -> bool:
+        """Whether to read the block's records (else it is skipped whole)."""
+        return False
+
+    def leave(self, block: Block) -> None:
+        pass
+
+    def record(self, block: Block | None, values: list[int]) -> None:
+        """A record of `block` (None: the top level), abbreviations applied, blobs as bytes."""
+
+
+def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[Abbrev]], visitor: Visitor) -> None:
+    """Read a block (None: the top level) to its END_BLOCK, telling the visitor. `blockinfo`,
+    block id -> abbreviations, is what BLOCKINFO blocks define; a BLOCKINFO block walked adds
+    to it."""
     abbrevs: list[Abbrev] = list(blockinfo.get(block.bid, [])) if block is not None else []
     current_bid: int | None = None
     while r.pos + width <= r.end:
@@ -177,19 +450,19 @@ def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, lis
             r.align32()
             return
         if code == 1:  # ENTER_SUBBLOCK
-            sub = _sub_block(r)
+            sub = enter_block(r)
             if visitor.enter(sub):
                 # A module's BLOCKINFO is its own: LLVM reads each module of a file (a split LTO
                 # unit has two) with a cursor of its own, from what the top level defined.
-                scope = {k: list(v) for k, v in blockinfo.items()} if block is None and sub.bid == MODULE_BLOCK \
+                scope = {k: list(v) for k, v in blockinfo.items()} if block is None and sub.bid == MODULE_BLOCK_ID \
                     else blockinfo
-                _walk(_Reader(r.data, sub.start, sub.end), sub.width, sub, scope, visitor)
+                walk(Reader(r.data, sub.start, sub.end), sub.width, sub, scope, visitor)
                 visitor.leave(sub)
             r.pos = sub.end
             continue
         if code == 2:
-            ops = _define_abbrev(r)
-            if block is not None and block.bid == BLOCKINFO:
+            ops = define_abbrev(r)
+            if block is not None and block.bid == BLOCKINFO_BLOCK_ID:
                 if current_bid is None:
                     raise BadBitcode("abbreviation before SETBID")
                 blockinfo.setdefault(current_bid, []).append(ops)
@@ -202,16 +475,144 @@ def _walk(r: _Reader, width: int, block: _Block | None, blockinfo: dict[int, lis
         else:
             if code - 4 >= len(abbrevs):
                 raise BadBitcode(f"undefined abbreviation {code}")
-            values = _record(r, abbrevs[code - 4])
-        if block is not None and block.bid == BLOCKINFO and values and values[0] == 1:  # SETBID
+            values = read_record(r, abbrevs[code - 4])
+        if block is not None and block.bid == BLOCKINFO_BLOCK_ID and values and values[0] == 1:  # SETBID
             current_bid = values[1]
         visitor.record(block, values)
     if block is not None:
         raise BadBitcode("block without END_BLOCK")
 
 
-def _read_stream(stream: bytes, visitor: _Visitor) -> None:
-    _walk(_Reader(stream, 32), 2, None, {}, visitor)
+def walk_stream(stream: bytes, visitor: Visitor) -> None:
+    """Walk a whole bitstream (bitstream() of a file) from its top level."""
+    walk(top_level(stream), 2, None, {}, visitor)
+
+
+def ints_text(values: list[int] | tuple[int, ...]) -> str:
+    """Fields as one line of decimal numbers: how canonical texts keep a record."""
+    return " ".join(map(str, values))
+
+
+@dataclass
+class Node:
+    """A block as read by TreeBuilder: its records (code and fields) and sub-blocks, in stream
+    order. The root, bid -1, is the stream's top level."""
+
+    bid: int
+    items: list[list[int] | Node] = field(default_factory=list)
+
+    def lines(self, depth: int = 0) -> list[str]:
+        """The block as text, each record as it was read, indented by depth. BLOCKINFO blocks
+        are left out: they only say how records are encoded."""
+        pad = "  " * depth
+        out = [f"{pad}block {self.bid}"]
+        for item in self.items:
+            if isinstance(item, Node):
+                if item.bid != BLOCKINFO_BLOCK_ID:
+                    out += item.lines(depth + 1)
+            else:
+                out.append(f"{pad}  rec {ints_text(item)}")
+        out.append(f"{pad}end {self.bid}")
+        return out
+
+
+@dataclass
+class TreeBuilder(Visitor):
+    """The stream as nested Nodes of decoded records (a subclass may skip blocks in enter)."""
+
+    root: Node = field(default_factory=lambda: Node(-1))
+    open: list[Node] = field(default_factory=list)
+
+    def enter(self, block: Block) -> bool:
+        node = Node(block.bid)
+        (self.open[-1] if self.open else self.root).items.append(node)
+        self.open.append(node)
+        return True
+
+    def leave(self, block: Block) -> None:
+        self.open.pop()
+
+    def record(self, block: Block | None, values: list[int]) -> None:
+        (self.open[-1] if self.open else self.root).items.append(values)
+
+
+def read_tree(data: bytes) -> Node:
+    """A bitcode file's whole stream as a tree; BadBitcode if unreadable."""
+    builder = TreeBuilder()
+    walk_stream(bitstream(data), builder)
+    return builder.root
+
+
+# --- walking as a generator ----------------------------------------------------------------------------
+
+
+def items(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | list[int]]:
+    """The sub-blocks and records (read_values) of a block, up to its END_BLOCK; abbreviations are
+    added to `abbrevs` as they are defined (BLOCKINFO is the caller's: walk one with a Visitor).
+    A sub-block is skipped once the caller has seen it; the caller may move r.pos between
+    records (to jump)."""
+    while r.pos + width <= r.end:
+        code = r.fixed(width)
+        if code == 0:  # END_BLOCK
+            return
+        if code == 1:  # ENTER_SUBBLOCK
+            block = enter_block(r)
+            yield block
+            r.pos = block.end
+        elif code == 2:
+            abbrevs.append(define_abbrev(r))
+        else:
+            yield read_values(r, code, abbrevs)
+
+
+def scan(r: Reader, width: int, abbrevs: list[Abbrev], codes: Container[int]) -> Iterator[Block | list[int] | None]:
+    """As items, but only the records whose code is in `codes` are decoded (blobs as bytes);
+    any other record is passed over, as cheaply as its layout allows, and comes as None."""
+    while r.pos + width <= r.end:
+        code = r.fixed(width)
+        if code == 0:  # END_BLOCK
+            return
+        if code == 1:  # ENTER_SUBBLOCK
+            block = enter_block(r)
+            yield block
+            r.pos = block.end
+        elif code == 2:
+            abbrevs.append(define_abbrev(r))
+        elif code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
+            rec_code, n = r.vbr(6), r.vbr(6)
+            if rec_code in codes:
+                yield [rec_code, *r.run(n, "vbr", 6)]
+            else:
+                r.skip_vbr6(n)
+                yield None
+        elif code - 4 >= len(abbrevs):
+            raise BadBitcode(f"undefined abbreviation {code}")
+        elif abbrevs[code - 4][0][0] == "lit" and abbrevs[code - 4][0][1] not in codes:
+            r.skip(abbrevs[code - 4])
+            yield None
+        else:
+            values = read_values(r, code, abbrevs, blobs=True)
+            yield values if values[0] in codes else None
+
+
+# --- records --------------------------------------------------------------------------------------------
+
+
+def metadata_strings(count: int, offset: int, blob: bytes) -> list[bytes]:
+    """The strings of a METADATA_STRINGS record [count, offset, blob]: the blob holds `count`
+    VBR6 lengths, then, from byte `offset`, the characters of the strings, abutting. BadBitcode
+    if they do not fit in the blob."""
+    if offset > len(blob):
+        raise BadBitcode("bad METADATA_STRINGS offset")
+    lengths = Reader(blob, 0, 8 * offset).run(count, "vbr", 6)
+    out = []
+    pos = offset
+    for n in lengths:
+        out.append(blob[pos : pos + n])
+        pos += n
+    if pos > len(blob):
+        raise BadBitcode("METADATA_STRINGS runs past its blob")
+    return out
 
 
 def _module_path(values: list[int]) -> str:
@@ -220,36 +621,36 @@ def _module_path(values: list[int]) -> str:
 
 def _is_entry(values: list[int]) -> bool:
     """Is this MODULE_STRTAB record a module's path (not its hash)?"""
-    return values[0] == MST_ENTRY and len(values) >= 2
+    return values[0] == MST_CODE_ENTRY and len(values) >= 2
 
 
 # Blocks that may hold MODULE_STRTAB, or abbreviations for it.
-_PATH_BLOCKS = (MODULE_BLOCK, MODULE_STRTAB, BLOCKINFO)
+_PATH_BLOCKS = (MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID, BLOCKINFO_BLOCK_ID)
 
 
 @dataclass
-class _StrtabFinder(_Visitor):
+class _StrtabFinder(Visitor):
     """The MODULE_STRTAB block, its records, and the blocks around it."""
 
-    open: list[_Block] = field(default_factory=list)
-    found: tuple[list[_Block], _Block] | None = None
+    open: list[Block] = field(default_factory=list)
+    found: tuple[list[Block], Block] | None = None
     records: list[list[int]] = field(default_factory=list)
 
-    def enter(self, block: _Block) -> bool:
+    def enter(self, block: Block) -> bool:
         if block.bid not in _PATH_BLOCKS:
             return False
         self.open.append(block)
         return True
 
-    def leave(self, block: _Block) -> None:
+    def leave(self, block: Block) -> None:
         self.open.pop()
-        if block.bid == MODULE_STRTAB:
+        if block.bid == MODULE_STRTAB_BLOCK_ID:
             if self.found is not None:
                 raise BadBitcode("two MODULE_STRTAB blocks")
             self.found = (list(self.open), block)
 
-    def record(self, block: _Block | None, values: list[int]) -> None:
-        if block is not None and block.bid == MODULE_STRTAB:
+    def record(self, block: Block | None, values: list[int]) -> None:
+        if block is not None and block.bid == MODULE_STRTAB_BLOCK_ID:
             self.records.append(values)
 
 
@@ -274,12 +675,12 @@ class _Writer:
         return self.value.to_bytes(self.bits // 8, "little")
 
 
-class _ModuleCounter(_Visitor):
+class _ModuleCounter(Visitor):
     def __init__(self) -> None:
         self.modules = 0
 
-    def enter(self, block: _Block) -> bool:
-        self.modules += block.bid == MODULE_BLOCK
+    def enter(self, block: Block) -> bool:
+        self.modules += block.bid == MODULE_BLOCK_ID
         return False  # top-level blocks only, each jumped over by its length word
 
 
@@ -291,7 +692,7 @@ def module_count(data: bytes) -> int:
     and type metadata, which lld links with every other regular-LTO module into one object.
     """
     counter = _ModuleCounter()
-    _read_stream(_stream(data), counter)
+    walk_stream(bitstream(data), counter)
     return counter.modules
 
 
@@ -321,9 +722,9 @@ class Strtab:
 
     @classmethod
     def of(cls, shard: bytes) -> Strtab:
-        stream = _stream(shard)
+        stream = bitstream(shard)
         finder = _StrtabFinder()
-        _read_stream(stream, finder)
+        walk_stream(stream, finder)
         return cls(stream, finder)
 
     def relocate(self, rename: Callable[[str], str]) -> bytes:

@@ -56,7 +56,7 @@ def file_digest(path: str) -> str:
 class ModuleDigests:
     """Modules named by content, memoised per path: called, the digest of a file's bytes
     (seeded with digests already known); interface(path), the digest of what a backend that
-    imports only declarations from the module reads of it (shardkey.module_interface).
+    imports only declarations from the module reads of it (interface.module_interface).
 
     An interface costs a parse of the module (0.1 s for redis's networking.o) and every
     thin-link after an edit needs those of most modules, so with a cache they are also
@@ -76,7 +76,7 @@ class ModuleDigests:
 
     def interface(self, path: str) -> str:
         if path not in self.interfaces:
-            from . import shardkey  # for backend keys only
+            from . import interface, shardkey  # for backend keys only
             from .cache import TOOLCHAINS
 
             key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
@@ -84,7 +84,7 @@ class ModuleDigests:
             if entry is not None:
                 self.interfaces[path] = entry.payload.decode()
             else:
-                found = digest_bytes(shardkey.module_interface(read_bytes(path)).encode())
+                found = digest_bytes(interface.module_interface(read_bytes(path)).encode())
                 if self.cache is not None:
                     self.cache.put(TOOLCHAINS, key, {}, found.encode())
                 self.interfaces[path] = found

@@ -12,7 +12,7 @@ import pytest
 from conftest import Toolchain, refusals, run, write
 from ltowrap import asmreads, irmodule
 from ltowrap.asmreads import CannotTell, Read
-from ltowrap.bitcode import CHAR6, BadBitcode, _Reader, _Writer
+from ltowrap.bitcode import CHAR6, BadBitcode, Reader, _Writer, scan
 
 MODULE_C = r"""
 __asm__(".pushsection .rodata\n.global blob\nblob:\n.incbin \"data.txt\"\n.popsection");
@@ -169,7 +169,7 @@ def test_scan_reads_a_string_record_in_every_encoding():
         for c in chars:
             w.vbr(c, 6)
     w.fixed(0, width)  # END_BLOCK
-    got = list(irmodule._scan(_Reader(w.data()), width, [], {9}))
+    got = list(scan(Reader(w.data()), width, [], {9}))
     assert len(got) == 10 and got[0::2] == [None] * 5
     assert [irmodule._text(v[1:]) for v in got[1::2]] == [text] * 5
 

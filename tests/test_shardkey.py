@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conftest import run, write
 
-from ltowrap import cachekey, shardkey
+from ltowrap import bitcode, cachekey, interface, shardkey
 
 SRC = {
     "a.c": "int g = 3;\nint b(int);\nstatic int helper(int x) { return x * g + 1; }\n"
@@ -134,7 +134,7 @@ def decl_texts(tc, where: Path, b_source: str, *extra: str, b_flags: tuple[str, 
     shard = shards(tc, where, ["a.o", "b.o"], *declarations, *(("-shared",) if shared else ()), *extra)["a.o"]
 
     def interface_of(path: str) -> str:
-        return cachekey.digest_bytes(shardkey.module_interface((where / path).read_bytes()).encode())
+        return cachekey.digest_bytes(interface.module_interface((where / path).read_bytes()).encode())
 
     with_interfaces = shardkey.canonical(shard, lambda p: cachekey.digest_bytes((where / p).read_bytes()), "a.o",
                                          interface_of,
@@ -169,7 +169,7 @@ def test_an_unreferenced_new_function_leaves_the_key(tc, tmp_path):
         # which a.o's backend does not read (a.o has no sample profile): a constant line stands
         # for it, and the key stays. Read without that rule, the count changes.
         assert shardkey.BLOCK_COUNT_UNREAD in base
-        assert [line.split()[:2] for line in changed_lines(base_whole, whole)] == [["rec", str(shardkey.FS_BLOCK_COUNT)]] * 2
+        assert [line.split()[:2] for line in changed_lines(base_whole, whole)] == [["rec", str(bitcode.FS_BLOCK_COUNT)]] * 2
     assert text == base
     assert obj == base_obj
 
@@ -263,8 +263,8 @@ def test_a_split_lto_unit_only_declared_goes_in_by_its_thinlto_modules_interface
     from ltowrap.bitcode import module_count
 
     assert module_count((tmp_path / "base" / "b.o").read_bytes()) == 2
-    interface = shardkey.module_interface((tmp_path / "base" / "b.o").read_bytes())
-    assert "whole" not in interface.splitlines()[0] and interface.count("\nblock 8\n") == 1
+    text = interface.module_interface((tmp_path / "base" / "b.o").read_bytes())
+    assert "whole" not in text.splitlines()[0] and text.count("\nblock 8\n") == 1
     assert "declarations" in base
     text, _, obj = decl_texts(tc22, tmp_path / "body", SPLIT_B.replace("* 7", "* 9"), *no_defs, flags=cfi)
     assert text == base and obj == base_obj
@@ -291,7 +291,7 @@ def test_unknown_records_go_in_raw(tc, tmp_path):
         run([tc.clang, "-O2", "-flto=thin", "-mllvm", "-stack-safety-run", "-c", f"{n}.c"], tmp_path)
     text = canonical(tmp_path, shards(tc, tmp_path, ["m.o", "u.o"])["m.o"], "m.o")
     assert "summaries raw (record 25)" in text and "modids 0=^0 1=^1" in text
-    assert f"  rec {shardkey.FS_VALUE_GUID} " in text  # the value ids, as lld numbered them
+    assert f"  rec {bitcode.FS_VALUE_GUID} " in text  # the value ids, as lld numbered them
 
 
 def test_unreadable_shard_is_keyed_by_its_bytes():
@@ -351,20 +351,16 @@ def test_dtlto_renumbering_is_not_in_the_text(tc22, tmp_path):
 
 def _summary_records(shard: Path) -> list[list[int]]:
     """The shard's summary records (value ids and all) in lld's order."""
-    from ltowrap import bitcode
-
-    tree = shardkey._Tree()
-    bitcode._read_stream(bitcode._stream(shard.read_bytes()), tree)
     found: list[list[int]] = []
 
-    def walk(node: shardkey._Node) -> None:
+    def walk(node: bitcode.Node) -> None:
         for item in node.items:
-            if isinstance(item, shardkey._Node):
+            if isinstance(item, bitcode.Node):
                 walk(item)
-            elif node.bid == shardkey.SUMMARY:
+            elif node.bid == bitcode.GLOBALVAL_SUMMARY_BLOCK_ID:
                 found.append(item)
 
-    walk(tree.root)
+    walk(bitcode.read_tree(shard.read_bytes()))
     return found
 
 
@@ -381,5 +377,5 @@ def test_interfaces_are_kept_in_the_cache(tc22, tmp_path, monkeypatch):
     def no_parse(module: bytes) -> str:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(shardkey, "module_interface", no_parse)
+    monkeypatch.setattr(interface, "module_interface", no_parse)
     assert cachekey.file_digests(cache=cache).interface(str(tmp_path / "b.o")) == first
