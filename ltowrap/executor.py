@@ -7,11 +7,13 @@ did not print "Error running ThinLTO backend" (it can exit 0 after one: LLVM iss
 Each compile holds a slot (make's jobserver, or the machine's pool: slots.py) and a claim
 on its key (locks.py), so links running at once share the cores and make no key twice.
 
-In remote execute mode the workers are a second side beside the local slots: the queue
-(longest first) feeds whichever side frees first, a local slot or the workers (free
-when no job sent is waiting in the server's queue). Once the queue is empty, a free local slot races the job sent last
+In remote execute mode the workers are a second side beside the local slots
+(remote/execute.py): the queue (longest first) feeds whichever side frees first, a local
+slot or the workers. Once the queue is empty, a free local slot races the job sent last
 that is still out (a straggler); the first result wins and the other is cancelled (the
 local compile killed, the remote operation dropped). Each job is stored once either way.
+
+What the run knows of each job, from its key to its outcome, is one JobState.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import os
 import select
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,7 +38,8 @@ from .progress import Progress
 from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
-    from .remote.session import Execution, Session, Work
+    from .remote.execute import Workers
+    from .remote.session import Session, Served, Work
 
 
 class BackendCommand:
@@ -74,72 +76,41 @@ COMPILED, CACHED, REMOTE_CACHED, REMOTE_EXECUTED = "compiled", "cache", "remote 
 
 
 @dataclass
-class _Pending:
-    job: Job
-    key: str | None  # None: not cached
-    recorded: list[str] | None
-
-
-_Miss = tuple[Job, str | None, list[str]]  # a job to compile: the job, its key, its backend argv
-
-
-@dataclass
 class _Running:
+    """A backend compile running here."""
+
     child: proc.Child
-    job: Job
-    key: str | None
-    argv: list[str]
+    state: JobState
     start: float
     ticket: Ticket
     lane: int = 0
 
 
 @dataclass
-class _Sent:
-    """A job out on the remote workers (execute mode)."""
+class JobState:
+    """Everything one run knows of a backend job, from its key to its outcome."""
 
-    execution: Execution
-    miss: _Miss
-    start: float = field(default_factory=time.time)
-    racer: _Running | None = None  # the local compile racing it
+    job: Job
+    recorded: list[str] | None = None  # the options its compile gets again (its record's, else what its module says)
+    unrecorded: bool = False  # its module has no option record: what it says of itself stands in
+    dropped: list[str] | None = None  # recorded options its clang rejects, left out
+    side: sideinputs.SideInputs | None = None  # what it reads besides its module, shard and imports
+    key: str | None = None  # its cache key (None: not cached, side.unknown says why)
+    argv: list[str] = field(default_factory=list)  # its backend command line, once it is to be made
+    verify: bool = False  # a hit of it is compiled again and compared
+    expected: tuple[str, str] | None = None  # verify: (where, digest) of the hit
+    verified: str | None = None  # 'same' or what differed
+    waited: bool = False  # another process was making its key: this one waited for it
+    unserved: str = ""  # why the remote service did not serve it
+    work: Work | None = None  # execute mode: what the workers would run (None: it may not be sent)
+    here: bool = False  # it might have gone to the workers and was compiled here: the local side's share
+    raced: bool = False  # run on both sides at once
+    running: _Running | None = None  # its compile here, while it runs
+    printed: str = ""  # what its compile printed (warnings)
 
-
-class _Wake:
-    """A descriptor select() sees readable once a remote answer is in (written from the answer's thread).
-
-    Closed under its lock: a late answer (a cancelled execution) never writes to a
-    descriptor number that has been reused since.
-    """
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def __call__(self) -> None:
-        with self._lock:
-            if not self._closed:
-                try:
-                    os.write(self._write, b"x")
-                except BlockingIOError:  # already readable
-                    pass
-
-    def fd(self) -> int:
-        return self._read
-
-    def drain(self) -> None:
-        try:
-            while os.read(self._read, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                os.close(self._read)
-                os.close(self._write)
+    @property
+    def output(self) -> str:
+        return self.job.output
 
 
 @dataclass
@@ -167,25 +138,12 @@ class Executor:
     res: Resources
     digest_of: Callable[[str], str]  # a module path in a shard -> digest of its bytes
     outcomes: list[Outcome] = field(default_factory=list)
-    _unserved: dict[str, str] = field(default_factory=dict)  # job output -> why the remote did not serve it
-    _unrecorded: set[str] = field(default_factory=set)  # job outputs of modules without a record
-    printed: dict[str, str] = field(default_factory=dict)  # job output -> what its compile printed (warnings)
-    _dropped: dict[str, list[str]] = field(default_factory=dict)  # job output -> recorded options its clang rejects
+    states: dict[str, JobState] = field(default_factory=dict)  # job output -> what the run knows of the job
     _rejects: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # recorded options -> those rejected
     _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
-    _waited: set[str] = field(default_factory=set)  # outputs whose key another process was making
-    _sendable: dict[str, Work] = field(default_factory=dict)  # execute mode: job output -> its remote work
-    _sent: dict[str, _Sent] = field(default_factory=dict)  # job output -> out on the workers now
-    _here: set[str] = field(default_factory=set)  # sendable job outputs compiled here (the local side's share)
-    _raced: set[str] = field(default_factory=set)  # job outputs run on both sides at once
-    _wake: _Wake | None = None
-    side: dict[str, sideinputs.SideInputs] = field(default_factory=dict)  # job output -> what else it reads
-    _to_verify: set[str] = field(default_factory=set)  # job outputs whose hit is compiled again and compared
-    _expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # job output -> (where, digest) of the hit
-    _verified: dict[str, str] = field(default_factory=dict)  # job output -> 'same' or what differed
+    _workers: Workers[JobState] | None = None  # execute mode, while jobs may be sent
     module_reads: sideinputs.ModuleReads | None = None
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
-    _keys: dict[str, str] = field(default_factory=dict)  # job output -> its cache key (for the log)
 
     @property
     def cache(self) -> Cache:
@@ -206,10 +164,10 @@ class Executor:
             side |= self.module_reads(path, digest)
         return side
 
-    def key(self, job: Job, argv: list[str]) -> tuple[str | None, list[str] | None]:
+    def key(self, state: JobState, argv: list[str]) -> tuple[str | None, list[str] | None]:
         """The job's key (None: not cacheable, sideinputs says why) and, with debug, what went in."""
-        side = self.side_inputs(job, argv)
-        self.side[job.output] = side
+        job = state.job
+        side = state.side = self.side_inputs(job, argv)
         if side.unknown:
             return None, None
         shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
@@ -227,12 +185,12 @@ class Executor:
 
     def uncached(self) -> list[str]:
         """Why some backends were not cached: one line per module."""
-        return [f"{o.job.module.origin}: {self.side[o.job.output].unknown}" for o in self.outcomes
-                if o.job.output in self.side and self.side[o.job.output].unknown]
+        return [f"{o.job.module.origin}: {side.unknown}" for o in self.outcomes
+                if (side := self.states[o.job.output].side) is not None and side.unknown]
 
     def read_files(self) -> list[str]:
         """Every file the backends read besides modules, shards and imports (for the link memo)."""
-        return list(dict.fromkeys(f for s in self.side.values() for f in s.files))
+        return list(dict.fromkeys(f for s in self.states.values() if s.side is not None for f in s.side.files))
 
     def fill(self, record: log.Record) -> None:
         """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""
@@ -245,23 +203,23 @@ class Executor:
             record.span(name, start, end)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
-                                       recorded=False if o.job.output in self._unrecorded else None,
-                                       dropped=self._dropped.get(o.job.output),
-                                       output=self.printed.get(o.job.output), waited=o.waited or None,
-                                       raced=o.job.output in self._raced or None,
-                                       uncached=self.side[o.job.output].unknown or None
-                                       if o.job.output in self.side else None,
-                                       verified=self._verified.get(o.job.output), lane=o.lane, slot=o.slot,
-                                       size=o.job.module.size, key=self._keys.get(o.job.output), digest=o.job.module.digest,
+                                       recorded=False if s.unrecorded else None,
+                                       dropped=s.dropped,
+                                       output=s.printed or None, waited=o.waited or None,
+                                       raced=s.raced or None,
+                                       uncached=s.side.unknown or None
+                                       if s.side is not None else None,
+                                       verified=s.verified, lane=o.lane, slot=o.slot,
+                                       size=o.job.module.size, key=s.key, digest=o.job.module.digest,
                                        worker=o.worker or None,
                                        queued=round(o.queued, 4) if o.queued is not None else None)
-                           for o in self.outcomes]
+                           for o in self.outcomes for s in (self.states[o.job.output],)]
         if self.remote is not None:
             record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
             record.remote_executed = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
             if self.remote.mode == "execute":
-                record.remote_local = len(self._here)
-                record.remote_raced = len(self._raced) or None
+                record.remote_local = sum(s.here for s in self.states.values())
+                record.remote_raced = sum(s.raced for s in self.states.values()) or None
             record.remote_down = self.remote.down or None
             record.remote_retries = self.remote.retries or None
             record.remote_uploaded = self.remote.client.uploaded or None
@@ -273,26 +231,27 @@ class Executor:
             self.res.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
 
     def _compiled(self, child: _Running, end: float) -> Outcome:
-        job = child.job
-        a = self.remote.actions.get(job.output) if self.remote is not None else None
-        return Outcome(job, COMPILED, child.start, end, a.name if a is not None else "",
-                       self._unserved.get(job.output, ""), job.output in self._waited, child.lane, child.ticket.slot)
+        state = child.state
+        a = self.remote.actions.get(state.output) if self.remote is not None else None
+        return Outcome(state.job, COMPILED, child.start, end, a.name if a is not None else "",
+                       state.unserved, state.waited, child.lane, child.ticket.slot)
 
-    def _hit(self, job: Job, key: str | None) -> bool:
+    def _hit(self, state: JobState) -> bool:
         """Serve the job from the local cache if its object is there."""
-        if key is None:
+        if state.key is None:
             return False
         t = time.time()
-        entry = self.cache.get(OBJECTS, key)
+        entry = self.cache.get(OBJECTS, state.key)
         if entry is None or not entry.payload:
             return False
-        if job.output in self._to_verify:  # compiled again, and compared when done (_finish)
-            self._expected.setdefault(job.output, ("cache", cachekey.digest_bytes(entry.payload)))
+        if state.verify:  # compiled again, and compared when done (_finish)
+            if state.expected is None:
+                state.expected = ("cache", cachekey.digest_bytes(entry.payload))
             return False
-        _write(job.output, entry.payload)
+        _write(state.output, entry.payload)
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
-        self._done(Outcome(job, CACHED, t, time.time(), waited=job.output in self._waited))
+        self._done(Outcome(state.job, CACHED, t, time.time(), waited=state.waited))
         return True
 
     def _claim(self, key: str | None) -> bool:
@@ -311,40 +270,43 @@ class Executor:
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
         """Local cache, then the remote service if there is one, then local compiles."""
         t0 = time.time()
-        pending: list[_Pending] = []
+        pending: list[JobState] = []
         for job in jobs:
+            state = self.states[job.output] = JobState(job)
             recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
             if recorded is None:
-                self._unrecorded.add(job.output)
+                state.unrecorded = True
                 recorded = self.backend.unrecorded(job.module)
             elif recorded:
-                recorded = self._accepted(job, recorded)
-            key, dump = self.key(job, self.backend.argv(*PLACEHOLDERS, recorded))
+                recorded = self._accepted(state, recorded)
+            state.recorded = recorded
+            key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, recorded))
             if key is None:
                 self.cache.stats.add("backend_uncached")
             else:
-                self._keys[job.output] = key
+                state.key = key
                 if dump is not None:
                     self._write_dump(key, dump, job)
                 if config.pick(self.res.verify):
-                    self._to_verify.add(job.output)
-            if not self._hit(job, key):
-                pending.append(_Pending(job, key, recorded))
+                    state.verify = True
+            if not self._hit(state):
+                pending.append(state)
         self.spans.append(("keys and cache lookups", t0, time.time()))
         if self.remote is not None and pending:
             t1 = time.time()
-            sendable: list[_Pending] = []
-            local: list[_Pending] = []
+            sendable: list[JobState] = []
+            local: list[JobState] = []
             for p in pending:
-                (sendable if self._sendable_job(p.job) else local).append(p)
+                (sendable if self._sendable_job(p) else local).append(p)
             pending = (self._serve_remotely(sendable) if sendable else []) + local
             self.spans.append(("remote lookup", t1, time.time()))
         weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
         pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
-        self._compile([(p.job, p.key, self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded))
-                       for p in pending])
+        for p in pending:
+            p.argv = self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded)
+        self._compile(pending)
 
-    def _accepted(self, job: Job, options: list[str]) -> list[str]:
+    def _accepted(self, state: JobState, options: list[str]) -> list[str]:
         """The module's recorded options less those the backend clang says it rejects
         (toolchain.rejected_options): an option of another LLVM release's compile, which
         in-process ThinLTO would not apply either. Asked only of a module another release
@@ -355,7 +317,7 @@ class Executor:
         from .magic import read_head
 
         try:
-            made_by = producer(read_head(job.module.path, 4096))
+            made_by = producer(read_head(state.job.module.path, 4096))
         except BadBitcode:
             made_by = ""
         if made_by.startswith("LLVM") and toolchain.release(made_by, "LLVM") == release:
@@ -364,7 +326,7 @@ class Executor:
         if not rejected:
             return options
         kept = toolchain.without(options, rejected)
-        self._dropped[job.output] = [o for o in options if o not in kept]
+        state.dropped = [o for o in options if o not in kept]
         self.res.cache.stats.add("backend_options_dropped")
         return kept
 
@@ -389,19 +351,19 @@ class Executor:
             self._rejects[options] = found
         return self._rejects[options]
 
-    def _sendable_job(self, job: Job) -> bool:
+    def _sendable_job(self, state: JobState) -> bool:
         """May the remote service make this job? Not one with side inputs (a worker has neither
         the files nor this CPU), nor any when this clang reads config files or environment (a
         remote key names the toolchain by its version only): the log says which."""
-        why = self.res.local_only or ("it reads files or the CPU of this machine" if self.side[job.output] else "")
+        why = self.res.local_only or ("it reads files or the CPU of this machine" if state.side else "")
         if why:
-            self._unserved[job.output] = why
+            state.unserved = why
         return not why
 
-    def _serve_remotely(self, pending: list[_Pending]) -> list[_Pending]:
+    def _serve_remotely(self, pending: list[JobState]) -> list[JobState]:
         """Ask the remote action cache for these jobs; returns those left to make.
 
-        In execute mode the ones it lacked may be sent to the workers (_sendable), their
+        In execute mode the ones it lacked may be sent to the workers (JobState.work), their
         inputs uploading in the background while the local slots start.
         """
         from .remote.session import Work
@@ -409,32 +371,35 @@ class Executor:
         assert self.remote is not None
         t = time.time()
         work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
-        left: list[_Pending] = []
+        left: list[JobState] = []
         for p, w, reply in zip(pending, work, self.remote.lookup(work)):
-            if reply.served is not None and p.job.output in self._to_verify:  # compiled here and compared
-                self._expected.setdefault(p.job.output, ("remote cache", cachekey.digest_bytes(reply.served.obj)))
+            if reply.served is not None and p.verify:  # compiled here and compared
+                if p.expected is None:
+                    p.expected = ("remote cache", cachekey.digest_bytes(reply.served.obj))
                 left.append(p)
                 continue
             if reply.served is None:
                 if reply.error:
-                    self._unserved[p.job.output] = reply.error
+                    p.unserved = reply.error
                 elif self.remote.mode == "execute":
-                    self._sendable[p.job.output] = w
+                    p.work = w
                 left.append(p)
                 continue
-            self._remote_object(p.job, p.key, reply.served, reply.action, t)
-        if self._sendable:
-            self.remote.prepare(list(self._sendable.values()))
+            self._remote_object(p, reply.served, reply.action, t)
+        sendable = [p.work for p in pending if p.work is not None]
+        if sendable:
+            self.remote.prepare(sendable)
         return left
 
-    def _remote_object(self, job: Job, key: str, served, action: str, start: float) -> None:  # served: session.Served
+    def _remote_object(self, state: JobState, served: Served, action: str, start: float) -> None:
         """Take an object the remote served: written, backfilled into the local cache, its claim let go."""
+        job = state.job
         _write(job.output, served.obj)
-        self._warnings(job, served.stderr)
-        self.cache.put(OBJECTS, key, {"seconds": 0, "remote": action}, served.obj)
-        self._release(key)
+        self._warnings(state, served.stderr)
+        self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action}, served.obj)
+        self._release(state.key)
         self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
-                           waited=job.output in self._waited, worker=served.worker, queued=served.queued))
+                           waited=state.waited, worker=served.worker, queued=served.queued))
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
         text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"
@@ -443,168 +408,154 @@ class Executor:
         except OSError:
             pass
 
-    def _compile(self, pending: list[_Miss]) -> None:
+    def _compile(self, pending: list[JobState]) -> None:
         """Run the misses, each under a claim on its key and in a slot (slots.Gate), at most `jobs` at once.
 
         A key another process is compiling is put aside: this process waits for it holding
         no slot, then takes the object from the cache, or compiles it itself if that
         process died or failed. One select() waits for a child to end (its pidfd), a slot
         to come free (make's jobserver readable, or the lock directory's Waker), a claim
-        to be let go (the Waker too) or a remote answer (_Wake): nothing is polled while
-        inotify is available.
+        to be let go (the Waker too) or a remote answer (remote.execute.Wake): nothing is
+        polled while inotify is available.
         """
         queue = list(reversed(pending))  # pop() takes the heaviest first
-        aside: list[_Miss] = []  # keys another process is making
-        claimed: _Miss | None = None  # claimed, waiting for a slot
+        aside: list[JobState] = []  # keys another process is making
+        claimed: JobState | None = None  # claimed, waiting for a slot
         running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
-        if self._sendable:
-            self._wake = _Wake()
+        if self.remote is not None and any(p.work is not None for p in pending):
+            from .remote.execute import Workers
+
+            self._workers = Workers(self.remote, queue=not self.res.remote_local)
         try:
             while True:
                 if not failures:
                     queue += self._settled(aside)
                     claimed = self._start(queue, aside, claimed, running)
-                if not running and (failures or (claimed is None and not queue and not aside and not self._sent)):
+                if not running and (failures or (claimed is None and not queue and not aside
+                                                 and not (self._workers is not None and self._workers.busy))):
                     break
                 # A job that waits for the workers only (remote_local off) waits for no slot:
                 # a jobserver with tokens to spare would wake this loop for nothing.
-                for_slot = claimed is not None and not failures and self._may_run_here(claimed[0])
+                for_slot = claimed is not None and not failures and self._may_run_here(claimed)
                 for child in self._wait(running, for_slot, bool(aside) and not failures):
                     failure = self._reap(child)
                     if failure:
                         failures.append(failure)
                 queue += self._landed(running)
         finally:
-            for sent in self._sent.values():
-                sent.execution.cancel()
-            self._sent.clear()
-            if self._wake is not None:
-                self._wake.close()
-                self._wake = None
+            if self._workers is not None:
+                self._workers.close()
+                self._workers = None
             for child in running.values():
                 child.child.kill(signal.SIGTERM)
                 self.res.gate.give(child.ticket)
             for key in list(self._claimed):
                 self._release(key)
-            for _, key, _ in aside:
-                self.cache.claims.forget(OBJECTS, key)
+            for state in aside:
+                self.cache.claims.forget(OBJECTS, state.key)
         if failures:
             raise failures[0]
 
-    def _settled(self, aside: list[_Miss]) -> list[_Miss]:
+    def _settled(self, aside: list[JobState]) -> list[JobState]:
         """Jobs put aside whose claim was let go: served from the cache now, or returned to compile here."""
         ours = []
-        for item in list(aside):
-            job, key, _ = item
-            if self._claim(key):
-                aside.remove(item)
-                if self._hit(job, key):
-                    self._release(key)
+        for state in list(aside):
+            if self._claim(state.key):
+                aside.remove(state)
+                if self._hit(state):
+                    self._release(state.key)
                 else:  # its maker died or failed: ours to compile
-                    ours.append(item)
+                    ours.append(state)
         return ours
 
-    def _start(self, queue: list[_Miss], aside: list[_Miss], claimed: _Miss | None,
-               running: dict[int, _Running]) -> _Miss | None:
+    def _start(self, queue: list[JobState], aside: list[JobState], claimed: JobState | None,
+               running: dict[int, _Running]) -> JobState | None:
         """Start jobs while a side has room (a local slot first: it costs no transfer); returns
         the claimed job still waiting for one. With the queue empty, free slots race stragglers."""
         while True:
             while claimed is None and queue:
-                job, key, argv = queue.pop()
-                if not self._claim(key):
-                    aside.append((job, key, argv))
-                    self._waited.add(job.output)
+                state = queue.pop()
+                if not self._claim(state.key):
+                    aside.append(state)
+                    state.waited = True
                     self.cache.stats.add("backend_waits")
-                elif self._hit(job, key):  # made by another process since the first look
-                    self._release(key)
+                elif self._hit(state):  # made by another process since the first look
+                    self._release(state.key)
                 else:
-                    claimed = (job, key, argv)
+                    claimed = state
             if claimed is None:
                 self._race(running)
                 return None
-            here = len(running) < self.res.jobs and self._may_run_here(claimed[0])
+            here = len(running) < self.res.jobs and self._may_run_here(claimed)
             ticket = self.res.gate.take() if here else None
             if ticket is not None:
-                self._unsent(claimed[0])
+                self._unsent(claimed)
                 self._run_here(claimed, ticket, running)
             elif not self._send(claimed):
                 return claimed
             claimed = None
 
-    def _run_here(self, miss: _Miss, ticket: Ticket, running: dict[int, _Running]) -> _Running:
+    def _run_here(self, state: JobState, ticket: Ticket, running: dict[int, _Running]) -> None:
         """Start the compile in this slot."""
         with _stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
-            child = self._spawn(*miss, ticket, mask)
+            child = self._spawn(state, ticket, mask)
             lanes = {r.lane for r in running.values()}
             child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
-            running[child.child.pidfd] = child
-        return child
+            running[child.child.pidfd] = state.running = child
 
-    def _may_run_here(self, job: Job) -> bool:
+    def _may_run_here(self, state: JobState) -> bool:
         """False for a job that should wait for the workers (remote_local off)."""
-        return (self.res.remote_local or job.output not in self._sendable or job.output in self._unserved
+        return (self.res.remote_local or state.work is None or bool(state.unserved)
                 or self.remote is None or bool(self.remote.down))
 
-    def _unsent(self, job: Job) -> None:
+    def _unsent(self, state: JobState) -> None:
         """A job the workers could have had, compiled here because the service went down: a
         remote error, as for the jobs it failed."""
-        if (job.output in self._sendable and job.output not in self._unserved and self.remote is not None
-                and self.remote.down):
-            self._unserved[job.output] = self.remote.down
+        if state.work is not None and not state.unserved and self.remote is not None and self.remote.down:
+            state.unserved = self.remote.down
             self.cache.stats.add("remote_errors")
 
-    def _send(self, miss: _Miss) -> bool:
+    def _send(self, state: JobState) -> bool:
         """Send the job to the workers if it may go and they have room."""
-        job = miss[0]
-        work = self._sendable.get(job.output)
-        if (work is None or job.output in self._unserved or self.remote is None or self._wake is None
-                or not self.remote.room([s.execution for s in self._sent.values()], queue=not self.res.remote_local)):
-            return False  # the workers failed it once already, or have no room now
-        self._sent[job.output] = _Sent(self.remote.send(work, self._wake), miss)
-        return True
+        if state.work is None or state.unserved or self._workers is None:
+            return False  # the workers failed it once already
+        return self._workers.send(state.work, state)
 
     def _race(self, running: dict[int, _Running]) -> None:
-        """Free local slots compile the jobs still out on the workers too, the one sent last first
-        (the furthest from done); the first result wins (_reap, _landed)."""
-        if not self.res.remote_local:
+        """Free local slots compile the jobs still out on the workers too (remote.execute picks
+        which first); the first result wins (_reap, _landed)."""
+        if not self.res.remote_local or self._workers is None:
             return
-        for output in reversed(list(self._sent)):
-            sent = self._sent[output]
-            if sent.racer is not None or sent.execution.future.done():
+        for state in self._workers.stragglers():
+            if state.raced:
                 continue
             ticket = self.res.gate.take() if len(running) < self.res.jobs else None
             if ticket is None:
                 return
-            sent.racer = self._run_here(sent.miss, ticket, running)
-            self._raced.add(output)
+            self._run_here(state, ticket, running)
+            state.raced = True
             self.cache.stats.add("remote_raced")
 
-    def _landed(self, running: dict[int, _Running]) -> list[_Miss]:
+    def _landed(self, running: dict[int, _Running]) -> list[JobState]:
         """Take the remote answers that are in; returns the jobs the workers could not make, to compile here."""
-        if self._wake is None:
+        if self._workers is None:
             return []
-        self._wake.drain()
-        assert self.remote is not None
-        again: list[_Miss] = []
-        for output, sent in list(self._sent.items()):
-            if not sent.execution.future.done():
-                continue
-            del self._sent[output]
-            job, key, _ = sent.miss
-            reply = self.remote.taken(sent.execution)
-            # Still running? (A reaped racer's pidfd is closed, and its number may be another's now.)
-            racer = sent.racer if sent.racer is not None and running.get(sent.racer.child.pidfd) is sent.racer else None
+        again: list[JobState] = []
+        for landed in self._workers.landed():
+            state, reply = landed.state, landed.reply
+            racer = state.running  # its compile here, if it races and still runs
             if reply.served is None:
-                self._unserved[output] = reply.error
+                state.unserved = reply.error or "the remote execution gave no object"  # never sent again
                 if racer is None:  # compiled here instead (the racer, if any, goes on as an ordinary compile)
-                    again.append(sent.miss)
+                    again.append(state)
                 continue
             if racer is not None:  # the worker won: the local compile stops, its slot is free again
                 del running[racer.child.pidfd]
+                state.running = None
                 racer.child.kill(signal.SIGTERM)
                 self.res.gate.give(racer.ticket)
-            self._remote_object(job, key, reply.served, reply.action, sent.start)
+            self._remote_object(state, reply.served, reply.action, landed.start)
         return again
 
     def _wait(self, running: dict[int, _Running], for_slot: bool, for_claims: bool) -> list[_Running]:
@@ -618,8 +569,8 @@ class Executor:
         if for_claims:
             fds += claims.fds()
             timeouts.append(claims.timeout)
-        if self._sent and self._wake is not None:
-            fds.append(self._wake.fd())
+        if self._workers is not None:
+            fds += self._workers.fds()
         timeout = min((t for t in timeouts if t is not None), default=None)
         ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
         self.cache.locks.drain()
@@ -627,38 +578,41 @@ class Executor:
 
     def _reap(self, child: _Running) -> ToolFailed | None:
         """A child ended: give back its slot, check and store its object, then let go of its claim."""
+        state = child.state
+        state.running = None
         rc = child.child.wait()
         end = time.time()
         self.res.gate.give(child.ticket)
         try:
-            failure = self._finish(child.job, child.key, child.argv, rc, end - child.start)
+            failure = self._finish(state, rc, end - child.start)
         finally:
-            self._release(child.key)  # after the store: a waiter finds the object
+            self._release(state.key)  # after the store: a waiter finds the object
         if not failure:
-            sent = self._sent.pop(child.job.output, None)
-            if sent is not None:  # this compile won its race: the worker's run is dropped
-                sent.execution.cancel()
-            if child.job.output in self._sendable and child.job.output not in self._unserved:
-                self._here.add(child.job.output)
+            if self._workers is not None:  # this compile won its race: the worker's run is dropped
+                self._workers.drop(state.output)
+            if state.work is not None and not state.unserved:
+                state.here = True
                 self.cache.stats.add("remote_local")
             self._done(self._compiled(child, end))
         return failure
 
-    def _spawn(self, job: Job, key: str | None, argv: list[str], ticket: Ticket, sigmask: set[int]) -> _Running:
+    def _spawn(self, state: JobState, ticket: Ticket, sigmask: set[int]) -> _Running:
+        job = state.job
         shard_path = job.shard_path
         try:
             if not os.path.exists(shard_path):
                 os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
                 with open(shard_path, "wb") as f:
                     f.write(job.shard)
-            child = proc.spawn(argv, output=job.output + ".log", watch=True, keep_fds=self.res.gate.inherit(ticket),
-                               sigmask=sigmask)
+            child = proc.spawn(state.argv, output=job.output + ".log", watch=True,
+                               keep_fds=self.res.gate.inherit(ticket), sigmask=sigmask)
         except BaseException:
             self.res.gate.give(ticket)
             raise
-        return _Running(child, job, key, argv, time.time(), ticket)
+        return _Running(child, state, time.time(), ticket)
 
-    def _finish(self, job: Job, key: str | None, argv: list[str], rc: int, seconds: float) -> ToolFailed | None:
+    def _finish(self, state: JobState, rc: int, seconds: float) -> ToolFailed | None:
+        job = state.job
         with open(job.output + ".log", "rb") as f:
             out = f.read().decode("utf-8", "replace")
         try:
@@ -669,45 +623,47 @@ class Executor:
         why = backend.unusable(rc, obj, out)
         if why:
             self.cache.stats.add("backend_failures")
-            return ToolFailed(argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}", Reason.BACKEND_FAILED)
-        self._warnings(job, out)
-        if key is None:
+            return ToolFailed(state.argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}",
+                              Reason.BACKEND_FAILED)
+        self._warnings(state, out)
+        if state.key is None:
             return None
-        if job.output in self._expected:
-            self._check(job, obj)
+        if state.expected is not None:
+            self._check(state, obj)
         self.cache.stats.add("backend_misses")
-        self.cache.put(OBJECTS, key, {"seconds": round(seconds, 4)}, obj)
-        if self.remote is not None and not self.side[job.output] and not self.res.local_only:
+        self.cache.put(OBJECTS, state.key, {"seconds": round(seconds, 4)}, obj)
+        if self.remote is not None and not state.side and not self.res.local_only:
             self.remote.publish(job, obj)
         return None
 
-    def _check(self, job: Job, obj: bytes) -> None:
+    def _check(self, state: JobState, obj: bytes) -> None:
         """A verified hit, compiled again: the same bytes, or a mismatch (counted and logged;
         the fresh object is what the link takes and what replaces the entry)."""
-        where, cached = self._expected[job.output]
+        assert state.expected is not None
+        where, cached = state.expected
         fresh = cachekey.digest_bytes(obj)
         self.cache.stats.add("verify_checks")
         if fresh == cached:
-            self._verified[job.output] = "same"
+            state.verified = "same"
             return
         self.cache.stats.add("verify_mismatches")
-        self._verified[job.output] = f"mismatch: {where} {cached}, compiled {fresh}"
-        print(f"ltowrap: verify: the {where} entry of {job.module.origin} differs from a fresh compile; replaced",
+        state.verified = f"mismatch: {where} {cached}, compiled {fresh}"
+        print(f"ltowrap: verify: the {where} entry of {state.job.module.origin} differs from a fresh compile; replaced",
               file=sys.stderr)
 
-    def _warnings(self, job: Job, text: str) -> None:
+    def _warnings(self, state: JobState, text: str) -> None:
         """Keep what a successful compile printed: in-process ThinLTO prints nothing of the
         kind, so it goes to the log, to stderr only when the link fails or when verbose."""
         if not text:
             return
-        self.printed[job.output] = text
+        state.printed = text
         if self.res.verbose:
             sys.stderr.write(text)
 
     def warnings_text(self) -> str:
         """Every backend's kept output, each under the module it came from."""
-        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{self.printed[o.job.output]}"
-                       for o in self.outcomes if o.job.output in self.printed)
+        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{s.printed}"
+                       for o in self.outcomes if (s := self.states[o.job.output]).printed)
 
 
 @contextmanager

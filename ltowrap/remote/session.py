@@ -4,8 +4,8 @@ Both modes first look each job's action up in the action cache (GetActionResult)
 remote_mode = cache: a job it lacks is compiled locally and its result published
 (UpdateActionResult), for every other machine.
 remote_mode = execute: for the jobs it lacks, upload the inputs the CAS lacks (each
-shared module once), then Execute the jobs the executor sends (executor.py decides which:
-the local slots compile the others at the same time).
+shared module once), then Execute the jobs the executor sends through execute.Workers
+(executor.py decides which: the local slots compile the others at the same time).
 
 Never worse than local: a job the service cannot serve (unreachable, too slow, a failed
 action, an output that is missing, empty or not an object) is compiled locally and
@@ -145,7 +145,7 @@ class Session:
         else:
             self.stats.add("remote_executed" if reply.served.executed else "remote_hits")
 
-    # --- execute mode: the executor decides which jobs go to the workers -----------------
+    # --- execute mode: the executor decides which jobs go to the workers (execute.py) ----
 
     def prepare(self, work: list[Work]) -> None:
         """Upload, in the background, the inputs the CAS lacks of the jobs that may be sent
