@@ -13,6 +13,7 @@ children share, and a wait for a token can be multiplexed with waits for our chi
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 
 
@@ -24,14 +25,20 @@ class Jobserver:
     owns_write_fd: bool = False
 
     def try_acquire(self) -> bool:
+        # A SIGTERM raises (jobrun.Terminated) wherever Python is: between the read and the
+        # append it would lose the token for the whole build. Held back until it is recorded.
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            token = os.read(self.read_fd, 1)
-        except (BlockingIOError, InterruptedError):
-            return False
-        if not token:
-            return False
-        self.held.append(token)
-        return True
+            try:
+                token = os.read(self.read_fd, 1)
+            except (BlockingIOError, InterruptedError):
+                return False
+            if not token:
+                return False
+            self.held.append(token)
+            return True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
     def release(self) -> None:
         if self.held:
