@@ -114,6 +114,17 @@ class Cache:
         self._locks: LockDir | None = None
         self._claims: Claims | None = None
 
+    def verified(self, same: bool, what: str) -> bool:
+        """A hit checked against the work done again (`verify`): counted, and a mismatch said,
+        as the fresh result replaces the entry. `what`: the entry, as the line names it."""
+        self.stats.add("verify_checks")
+        if not same:
+            self.stats.add("verify_mismatches")
+            import sys
+
+            print(f"ltowrap: verify: {what} differs from a fresh run; replaced", file=sys.stderr)
+        return same
+
     @property
     def locks(self) -> LockDir:
         """This machine's slots and claims (opened on first use)."""

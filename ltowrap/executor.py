@@ -642,14 +642,8 @@ class Executor:
         assert state.expected is not None
         where, cached = state.expected
         fresh = cachekey.digest_bytes(obj)
-        self.cache.stats.add("verify_checks")
-        if fresh == cached:
-            state.verified = "same"
-            return
-        self.cache.stats.add("verify_mismatches")
-        state.verified = f"mismatch: {where} {cached}, compiled {fresh}"
-        print(f"ltowrap: verify: the {where} entry of {state.job.module.origin} differs from a fresh compile; replaced",
-              file=sys.stderr)
+        same = self.cache.verified(fresh == cached, f"the {where} entry of {state.job.module.origin}")
+        state.verified = "same" if same else f"mismatch: {where} {cached}, compiled {fresh}"
 
     def _warnings(self, state: JobState, text: str) -> None:
         """Keep what a successful compile printed: in-process ThinLTO prints nothing of the

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import marshal
 import os
-import sys
 from dataclasses import dataclass
 
 from . import cachekey, config, depfile, fsutil, toolchain
@@ -160,14 +159,8 @@ class Memo:
         """A verified hit, linked again: the same outputs, or a mismatch (counted and logged; the
         fresh outputs are in place and replace the entry)."""
         fresh = cachekey.digest_bytes(payload)
-        self.cache.stats.add("verify_checks")
-        if fresh == self.expected:
-            self.verified = "same"
-            return
-        self.cache.stats.add("verify_mismatches")
-        self.verified = f"mismatch: memo {self.expected}, linked {fresh}"
-        print(f"ltowrap: verify: the link memo's entry for {self.command.output} differs from a fresh link; replaced",
-              file=sys.stderr)
+        same = self.cache.verified(fresh == self.expected, f"the link memo's entry for {self.command.output}")
+        self.verified = "same" if same else f"mismatch: memo {self.expected}, linked {fresh}"
 
     def _unmemoised(self, why: str) -> str:
         self.cache.stats.add("link_unmemoised")

@@ -173,15 +173,10 @@ def _unkeyed(trace: str, keyed: list[str], store_prefix: str) -> list[str]:
 def _check(cache: Cache, hit: ThinLinkResult, hit_object: bytes | None, fresh: ThinLinkResult) -> None:
     """A verified hit, run again: the same shards, imports and regular-LTO object, or a
     mismatch (counted, said)."""
-    cache.stats.add("verify_checks")
     fresh_object = read_bytes(fresh.full_lto_object) if fresh.full_lto_object else None
-    if [(j.output, j.shard, j.imports) for j in hit.jobs] != [(j.output, j.shard, j.imports) for j in fresh.jobs] \
-            or (hit.regular_modules, hit_object, hit.extractions) != \
-            (fresh.regular_modules, fresh_object, fresh.extractions):
-        cache.stats.add("verify_mismatches")
-        import sys
-
-        print("ltowrap: verify: a cached thin-link differs from a fresh one; replaced", file=sys.stderr)
+    cache.verified([(j.output, j.shard, j.imports) for j in hit.jobs] == [(j.output, j.shard, j.imports) for j in fresh.jobs]
+                   and (hit.regular_modules, hit_object, hit.extractions) ==
+                   (fresh.regular_modules, fresh_object, fresh.extractions), "a cached thin-link")
 
 
 def _encode_record(record: list[dict]) -> bytes:
