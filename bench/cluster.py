@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench import projection  # noqa: E402
 from bench.coldlink import JOBS, LLVM, prepare_project  # noqa: E402
-from bench.run import BENCH, measure  # noqa: E402
+from bench.run import BENCH, measure, write_results  # noqa: E402
 
 import reapi_server  # noqa: E402
 
@@ -335,16 +335,8 @@ def main() -> int:
                 mine.append(r)
             projected(mine, local)
             results += mine
-    text = table(results, locals_)
-    head = (f"## Simulated cluster, {stamp:%Y-%m-%d %H:%M}\n\n`.venv/bin/python bench/cluster.py "
-            f"{' '.join(sys.argv[1:])}` on {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start, "
-            f"{os.getloadavg()[0]:.1f} at the end\n\n")
-    print(head + text)
-    name = stamp.strftime("%Y-%m-%d-%H%M")
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{name}-cluster.md").write_text(head + text + "\n")
-    (a.out / f"{name}-cluster.json").write_text(json.dumps({"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)},
-                                                            "locals": locals_, "results": results}, indent=1))
+    write_results(a.out, stamp, "cluster", "Simulated cluster", load[0], table(results, locals_),
+                  {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)}, "locals": locals_, "results": results})
     return 0
 
 

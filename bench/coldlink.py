@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import BENCH, PROJECTS, SCRIPTS, Bench, Config, clean_env, measure  # noqa: E402
+from bench.run import BENCH, PROJECTS, SCRIPTS, Bench, Config, clean_env, measure, write_results  # noqa: E402
 from bench.shardkey_cost import synthetic  # noqa: E402
 from integration import debsrc  # noqa: E402
 
@@ -179,15 +179,8 @@ def main() -> int:
         for name in a.project:
             (tmp / name).mkdir()
             results.append(one_project(name, a, tmp / name, unit))
-    text = table(results, unit)
-    head = (f"## Cold links against their floor, {started:%Y-%m-%d %H:%M}\n\n`.venv/bin/python bench/coldlink.py "
-            f"{' '.join(sys.argv[1:])}` on {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start, "
-            f"{os.getloadavg()[0]:.1f} at the end; {a.reps} alternating pairs, medians\n\n")
-    print(head + text)
-    stamp = started.strftime("%Y-%m-%d-%H%M")
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{stamp}-coldlink.md").write_text(head + text + "\n")
-    (a.out / f"{stamp}-coldlink.json").write_text(json.dumps({"empty_backend": unit, "results": results}, indent=1))
+    write_results(a.out, started, "coldlink", "Cold links against their floor", load[0], table(results, unit),
+                  {"empty_backend": unit, "results": results}, note=f"; {a.reps} alternating pairs, medians")
     return 0
 
 

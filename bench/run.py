@@ -102,6 +102,20 @@ class Run:
     rss_mib: float  # peak RSS of the largest single process among them
 
 
+def write_results(out: Path, stamp, kind: str, title: str, load_at_start: float, text: str, data: dict,
+                  note: str = "") -> None:
+    """A benchmark's table, headed by its command, the machine and the load, printed and written to
+    out/<date>-<kind>.md beside its raw data (.json)."""
+    head = (f"## {title}, {stamp:%Y-%m-%d %H:%M}\n\n`.venv/bin/python bench/{kind}.py "
+            f"{' '.join(sys.argv[1:])}` on {os.cpu_count()} CPUs, load average {load_at_start:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end{note}\n\n")
+    print(head + text)
+    name = stamp.strftime("%Y-%m-%d-%H%M")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}-{kind}.md").write_text(head + text + "\n")
+    (out / f"{name}-{kind}.json").write_text(json.dumps(data, indent=1))
+
+
 def measure(argv: list[str], cwd: Path, env: dict[str, str], output: Path) -> Run:
     """Run argv to completion (output appended to `output`); fail loudly on a non-zero exit."""
     with open(output, "ab") as out:
