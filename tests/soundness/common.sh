@@ -22,6 +22,20 @@ two_modules() {
   printf 'int work(int x){int s=0;for(int i=0;i<1000;i++)s+=(i*x)^(s>>3);return s;}\n' > b.c
 }
 
+# A C++ program with virtual calls across modules (WPD and CFI work on them): s.h, a.cc, b.cc
+# (Square's and Circle's methods, make()) and m.cc (main, through a Shape*).
+shapes_cxx() {
+  cat > s.h <<'H'
+struct Shape { virtual ~Shape(); virtual int sides() const = 0; virtual int id() const; };
+struct Square : Shape { int sides() const override; };
+struct Circle : Shape { int sides() const override; int id() const override; };
+Shape *make(int k);
+H
+  printf '#include "s.h"\nShape::~Shape() {}\nint Shape::id() const { return 1; }\nint Square::sides() const { return 4; }\n' > a.cc
+  printf '#include "s.h"\nint Circle::sides() const { return 0; }\nint Circle::id() const { return 2; }\nShape *make(int k) { if (k) return new Square; return new Circle; }\n' > b.cc
+  printf '#include "s.h"\n#include <cstdio>\nint main(int c, char **) { Shape *s = make(c); std::printf("%%d %%d\\n", s->sides(), s->id()); delete s; }\n' > m.cc
+}
+
 # A native shared library (no LTO, not through ltowrap): lib_so OUT SOURCE [extra flags].
 lib_so() { local out=$1 src=$2; shift 2; clang -shared -fPIC -fuse-ld=lld "$@" "$src" -o "$out"; }
 
