@@ -215,41 +215,45 @@ class Reader:
         self.pos = (self.pos + 31) & ~31
 
     def run(self, n: int, kind: str, width: int) -> list[int]:
-        """n fields of one encoding in a row, as vbr/fixed read them, from one window of bits
-        per batch (records are mostly runs of VBR6 fields: one slice per chunk is the cost)."""
+        """n fields of one encoding in a row, as vbr/fixed read them: fixed ones cut from one
+        window per 64 fields, vbr ones from a window refilled as it runs low (records are
+        mostly runs of VBR6 fields, and a shard's module paths runs of characters)."""
         if kind == "char6":
             return [ord(CHAR6[c]) for c in self.run(n, "fixed", 6)]
         if kind not in ("vbr", "fixed") or (kind == "vbr" and width < 2):
             raise BadBitcode(f"an array of {kind}")
-        vbr = kind == "vbr"
-        hi = 1 << (width - 1)
-        low, mask = hi - 1, (1 << width) - 1
-        chunks = 64 // (width - 1) + 2 if vbr else 1  # the longest field vbr() accepts
+        data, pos, mask = self.data, self.pos, (1 << width) - 1
         out: list[int] = []
-        while len(out) < n:
-            batch = min(n - len(out), 32)
-            start = self.pos >> 3
-            window = int.from_bytes(self.data[start : start + (batch * chunks * width + 7) // 8 + 1], "little") \
-                >> (self.pos & 7)
-            for _ in range(batch):
-                if not vbr:
-                    out.append(window & mask)
-                    window >>= width
-                    self.pos += width
-                    continue
-                value = shift = 0
-                while True:
-                    chunk = window & mask
-                    window >>= width
-                    self.pos += width
+        if kind == "fixed":
+            for done in range(0, n, 64):
+                count = min(n - done, 64)
+                start = pos >> 3
+                window = int.from_bytes(data[start : start + (count * width + 7) // 8 + 1], "little") >> (pos & 7)
+                out += [(window >> shift) & mask for shift in range(0, count * width, width)]
+                pos += count * width
+        else:
+            hi, low = 1 << (width - 1), (1 << (width - 1)) - 1
+            window = avail = 0
+            for _ in range(n):
+                if avail < 160:  # the widest field: a 64-bit value in vbr2 chunks (130 bits)
+                    start = pos >> 3
+                    window = int.from_bytes(data[start : start + 64], "little") >> (pos & 7)
+                    avail = 512 - (pos & 7)
+                chunk = window & mask
+                value, used, shift = chunk & low, width, width - 1
+                while chunk & hi:
+                    chunk = (window >> used) & mask
                     value |= (chunk & low) << shift
-                    if not chunk & hi:
-                        break
+                    used += width
                     shift += width - 1
-                    if shift > 64:
+                    if shift > 64 + width:
                         raise BadBitcode("vbr too long")
                 out.append(value)
-        if self.pos > self.end:
+                window >>= used
+                avail -= used
+                pos += used
+        self.pos = pos
+        if pos > self.end:
             raise BadBitcode("read past the end")
         return out
 
@@ -328,24 +332,65 @@ def _scalar(r: Reader, kind: str, value: int) -> int:
 
 
 def read_record(r: Reader, abbrev: Abbrev) -> list[int]:
-    """One record laid out by `abbrev`, field by field (a blob as one field per byte)."""
+    """One record laid out by `abbrev`, field by field (a blob as one field per byte).
+
+    The hot loop of shardkey (a shard is a thousand small records): scalar fields are cut
+    from one window of bits held in a local, arrays read a run at a time (Reader.run), a
+    blob as one slice; a field read through a method call is most of the cost."""
     values: list[int] = []
+    data = r.data
+    pos = r.pos
+    window = avail = 0  # the bits from pos on, and how many of them are read in
     i = 0
     while i < len(abbrev):
         kind, value = abbrev[i]
-        if kind == "array":
-            elt_kind, elt_value = abbrev[i + 1]
-            values += [_scalar(r, elt_kind, elt_value) for _ in range(r.vbr(6))]
-            i += 2
-            continue
-        if kind == "blob":
-            n = r.vbr(6)
-            r.align32()
-            values += [r.fixed(8) for _ in range(n)]
-            r.align32()
+        if kind == "lit":
+            values.append(value)
+        elif kind == "fixed" or kind == "vbr" or kind == "char6":
+            if avail < 160:  # the widest field: a 64-bit value in vbr2 chunks (130 bits)
+                start = pos >> 3
+                window = int.from_bytes(data[start : start + 48], "little") >> (pos & 7)
+                avail = 384 - (pos & 7)
+            width = 6 if kind == "char6" else value
+            field = window & ((1 << width) - 1)
+            if kind == "vbr" and field >> (width - 1):  # more chunks follow
+                if width < 2:
+                    raise BadBitcode(f"a vbr{width} field")
+                low = (1 << (width - 1)) - 1
+                field, chunk, shift, width = field & low, field, width - 1, 0
+                while chunk >> (value - 1):
+                    width += value
+                    chunk = (window >> width) & ((1 << value) - 1)
+                    field |= (chunk & low) << shift
+                    shift += value - 1
+                    if shift > 64 + value:
+                        raise BadBitcode("vbr too long")
+                width += value
+            values.append(ord(CHAR6[field]) if kind == "char6" else field)
+            window >>= width
+            avail -= width
+            pos += width
         else:
-            values.append(_scalar(r, kind, value))
+            r.pos = pos
+            if kind == "array":
+                values += r.run(r.vbr(6), *abbrev[i + 1])
+                i += 1
+            elif kind == "blob":
+                n = r.vbr(6)
+                r.align32()
+                start = r.pos >> 3
+                if r.pos + 8 * n > r.end:
+                    raise BadBitcode("read past the end")
+                values += data[start : start + n]
+                r.pos += 8 * n
+                r.align32()
+            else:
+                raise BadBitcode(f"{kind} is not a field")
+            pos, avail = r.pos, 0
         i += 1
+    if pos > r.end:
+        raise BadBitcode("read past the end")
+    r.pos = pos
     return values
 
 
@@ -471,7 +516,7 @@ def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[A
             continue
         if code == 3:
             rec_code = r.vbr(6)
-            values = [rec_code, *(r.vbr(6) for _ in range(r.vbr(6)))]
+            values = [rec_code, *r.run(r.vbr(6), "vbr", 6)]
         else:
             if code - 4 >= len(abbrevs):
                 raise BadBitcode(f"undefined abbreviation {code}")

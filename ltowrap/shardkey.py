@@ -73,6 +73,7 @@ llvm-bcanalyzer):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -138,13 +139,13 @@ class _Modules:
         or there is no interface_of) by its bytes and recorded hash; any other by its interface
         (interface.module_interface)."""
         lines = []
-        hashes = [h for _, h in self.entries]
+        hashes = Counter(tuple(h) for _, h in self.entries)
         for r, (path, h) in enumerate(self.entries):
             name = path.decode("utf-8", "surrogateescape")
             # A module's exported locals become `name.llvm.<its hash>` in the backend: with the
             # hash of another module of the shard they could meet that module's names, which the
             # interface (names of locals left out) does not cover.
-            shared_hash = hashes.count(h) > 1
+            shared_hash = hashes[tuple(h)] > 1
             if full is None or interface_of is None or r in full or r == self.self_rank or shared_hash:
                 lines.append(f"module ^{r} {digest_of(name)} hash {ints_text(h)}")
             else:
