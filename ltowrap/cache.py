@@ -208,8 +208,10 @@ class Cache:
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
         return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
 
-    def store_module(self, name: str, data: bytes, suffix: str = ".o") -> str:
-        """The store path of a module's bytes, written (atomically) unless already there.
+    def store_module(self, name: str, data: bytes, suffix: str = ".o") -> tuple[str, bool]:
+        """The store path of a module's bytes, written (atomically) unless already there, and
+        whether it was written (new to the store: the executor starts its compile before its
+        key, plan.Module.new).
 
         A file already there is compared byte for byte, not trusted for its name or size:
         a damaged copy would otherwise be compiled, and its object cached under the good
@@ -219,14 +221,14 @@ class Cache:
         try:
             if fsutil.read_nofollow(path) == data:
                 os.utime(path)
-                return path
+                return path, False
             self.stats.add("bad_entries")
         except OSError:
             pass
         # Raised as it came (ENOSPC, EROFS, ...): the link cannot go on without its module,
         # and the pipeline tells a cache it cannot write from a bad input by the errno.
         self._write(path, data, raise_error=True)
-        return path
+        return path, True
 
     def _write(self, path: str, blob: bytes, raise_error: bool = False) -> bool:
         try:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs, toolchain
 from .backend import PLACEHOLDERS, Job
-from .cache import OBJECTS, Cache
+from .cache import OBJECTS, Cache, Entry
 from .errors import Reason, ToolFailed
 from .locks import POLL
 from .plan import Module
@@ -95,7 +95,9 @@ class JobState:
     unrecorded: bool = False  # its module has no option record: what it says of itself stands in
     dropped: list[str] | None = None  # recorded options its clang rejects, left out
     side: sideinputs.SideInputs | None = None  # what it reads besides its module, shard and imports
+    prepared: bool = False  # its options, key and cache lookup are done (_prepare)
     key: str | None = None  # its cache key (None: not cached, side.unknown says why)
+    shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, once it is to be made
     verify: bool = False  # a hit of it is compiled again and compared
     expected: tuple[str, str] | None = None  # verify: (where, digest) of the hit
@@ -144,6 +146,7 @@ class Executor:
     _workers: Workers[JobState] | None = None  # execute mode, while jobs may be sent
     module_reads: sideinputs.ModuleReads | None = None
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
+    _prepared_span: tuple[float, float] | None = None  # from the first job's key to the last one's (_prepare)
 
     @property
     def cache(self) -> Cache:
@@ -170,7 +173,8 @@ class Executor:
         side = state.side = self.side_inputs(job, argv)
         if side.unknown:
             return None, None
-        shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
+        shard = state.shard_identity = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of,
+                                                                                      job.module.path)
         key, dump = cachekey.backend_key(self.res.compiler, self.res.env, argv, job.module.digest, shard,
                                          side.fields(), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
@@ -182,6 +186,10 @@ class Executor:
             dump.append("shard text (shardkey.py):\n" + text if text is not None
                         else "shard text: unreadable, its raw bytes went in")
         return key, dump
+
+    def shard_identities(self) -> dict[str, str]:
+        """The shard keys the jobs' keys took, by job output (thinlink.store keeps them)."""
+        return {output: s.shard_identity for output, s in self.states.items() if s.shard_identity is not None}
 
     def uncached(self) -> list[str]:
         """Why some backends were not cached: one line per module."""
@@ -199,6 +207,8 @@ class Executor:
         record.backend_waits = sum(o.waited for o in self.outcomes) or None
         record.slots = self.res.gate.name or None
         record.jobs = self.res.jobs
+        if self._prepared_span is not None:
+            record.span("keys and cache lookups", *self._prepared_span)
         for name, start, end in self.spans:
             record.span(name, start, end)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
@@ -238,21 +248,32 @@ class Executor:
 
     def _hit(self, state: JobState) -> bool:
         """Serve the job from the local cache if its object is there."""
-        if state.key is None:
-            return False
         t = time.time()
+        entry = self._cached(state)
+        if entry is None:
+            return False
+        self._serve(state, entry, t)
+        return True
+
+    def _cached(self, state: JobState) -> Entry | None:
+        """The job's object in the local cache, unless it is to be verified (then compiled
+        again, and compared when done: _finish)."""
+        if state.key is None:
+            return None
         entry = self.cache.get(OBJECTS, state.key)
         if entry is None or not entry.payload:
-            return False
-        if state.verify:  # compiled again, and compared when done (_finish)
+            return None
+        if state.verify:
             if state.expected is None:
                 state.expected = ("cache", cachekey.digest_bytes(entry.payload))
-            return False
+            return None
+        return entry
+
+    def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         _write(state.output, entry.payload)
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
-        self._done(Outcome(state.job, CACHED, t, time.time(), waited=state.waited))
-        return True
+        self._done(Outcome(state.job, CACHED, start, time.time(), waited=state.waited))
 
     def _claim(self, key: str | None) -> bool:
         if key is None:  # not cached: nothing to share with another process
@@ -268,43 +289,99 @@ class Executor:
             self.cache.claims.release(OBJECTS, key)
 
     def run(self, jobs: list[Job], sizes: dict[str, int]) -> None:
-        """Local cache, then the remote service if there is one, then local compiles."""
-        t0 = time.time()
-        pending: list[JobState] = []
-        for job in jobs:
-            state = self.states[job.output] = JobState(job)
-            recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
-            if recorded is None:
-                state.unrecorded = True
-                recorded = self.backend.unrecorded(job.module)
-            elif recorded:
-                recorded = self._accepted(state, recorded)
-            state.recorded = recorded
-            key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, recorded))
-            if key is None:
-                self.cache.stats.add("backend_uncached")
-            else:
-                state.key = key
-                if dump is not None:
-                    self._write_dump(key, dump, job)
-                if config.pick(self.res.verify):
-                    state.verify = True
-            if not self._hit(state):
-                pending.append(state)
-        self.spans.append(("keys and cache lookups", t0, time.time()))
-        if self.remote is not None and pending:
+        """Local cache, then the remote service if there is one, then local compiles; the
+        heaviest job first (its module's size plus what it imports).
+
+        Without a remote service each job's key is made as the job comes up, and the next
+        ones' while compiles run (_compile): the first compile does not wait for every key
+        (on a cold 400-module link, seconds of shard keys). The remote service is asked for
+        every job at once, so there every key comes first."""
+        states = [JobState(job) for job in jobs]
+        self.states.update((s.output, s) for s in states)
+        weight = {s.output: s.job.module.size + sum(sizes.get(i, 0) for i in s.job.imports) for s in states}
+        states.sort(key=lambda s: weight[s.output], reverse=True)
+        if self.remote is None:
+            self._compile(states)
+            return
+        pending = [s for s in states if not self._prepare(s)]
+        if pending:
             t1 = time.time()
             sendable: list[JobState] = []
             local: list[JobState] = []
             for p in pending:
                 (sendable if self._sendable_job(p) else local).append(p)
             pending = (self._serve_remotely(sendable) if sendable else []) + local
+            pending.sort(key=lambda p: weight[p.output], reverse=True)
             self.spans.append(("remote lookup", t1, time.time()))
-        weight = {p.job.module.path: p.job.module.size + sum(sizes.get(i, 0) for i in p.job.imports) for p in pending}
-        pending.sort(key=lambda p: weight[p.job.module.path], reverse=True)
-        for p in pending:
-            p.argv = self.backend.argv(p.job.module.path, p.job.shard_path, p.job.output, p.recorded)
         self._compile(pending)
+
+    def _prepare(self, state: JobState) -> bool:
+        """Make the job's options, command line and key; True if the local cache served it."""
+        if not state.argv:
+            self._options(state)
+        self._keyed(state)
+        return self._hit(state)
+
+    def _options(self, state: JobState) -> None:
+        """The job's recorded options (or what stands in for them) and its command line."""
+        job = state.job
+        recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
+        if recorded is None:
+            state.unrecorded = True
+            recorded = self.backend.unrecorded(job.module)
+        elif recorded:
+            recorded = self._accepted(state, recorded)
+        state.recorded = recorded
+        state.argv = self.backend.argv(job.module.path, job.shard_path, job.output, recorded)
+
+    def _keyed(self, state: JobState) -> None:
+        """Make the job's key (most of it the shard key, shardkey.py) and whether a hit is verified."""
+        t = time.time()
+        key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded))
+        if key is None:
+            self.cache.stats.add("backend_uncached")
+        else:
+            state.key = key
+            if dump is not None:
+                self._write_dump(key, dump, state.job)
+            if config.pick(self.res.verify):
+                state.verify = True
+        state.prepared = True
+        self._prepared_span = (self._prepared_span[0] if self._prepared_span else t, time.time())
+
+    def _prepare_next(self, queue: list[JobState], running: dict[int, _Running]) -> bool:
+        """Make one more key while the compiles run; False if none is left to make. A compile
+        started before its key (_start: a module new to the cache) comes first: its key may
+        turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it)."""
+        early = next((r for r in running.values() if not r.state.prepared), None)
+        if early is not None:
+            self._early_keyed(early, running)
+            return True
+        for i in range(len(queue) - 1, -1, -1):
+            if not queue[i].prepared:
+                if self._prepare(queue[i]):
+                    del queue[i]
+                return True
+        return False
+
+    def _early_keyed(self, child: _Running, running: dict[int, _Running]) -> None:
+        """Key a compile that started without one. A hit after all stops it (its slot is free
+        again; its output is the cached object); else its key is claimed, if no other process
+        holds it (one that does makes the same bytes: both store them, whole)."""
+        state = child.state
+        self._keyed(state)
+        t = time.time()
+        entry = self._cached(state)
+        if entry is None:
+            if state.key is not None:
+                self._claim(state.key)
+            return
+        del running[child.child.pidfd]
+        state.running = None
+        child.child.kill(signal.SIGTERM)  # and reaped: it writes no more
+        self.res.gate.give(child.ticket)
+        self.cache.stats.add("backend_early_stopped")
+        self._serve(state, entry, t)
 
     def _accepted(self, state: JobState, options: list[str]) -> list[str]:
         """The module's recorded options less those the backend clang says it rejects
@@ -438,7 +515,9 @@ class Executor:
                 # A job that waits for the workers only (remote_local off) waits for no slot:
                 # a jobserver with tokens to spare would wake this loop for nothing.
                 for_slot = claimed is not None and not failures and self._may_run_here(claimed)
-                for child in self._wait(running, for_slot, bool(aside) and not failures):
+                # While the compiles run, the next jobs' keys are made, one between two looks.
+                busy = not failures and self._prepare_next(queue, running)
+                for child in self._wait(running, for_slot, bool(aside) and not failures, busy):
                     failure = self._reap(child)
                     if failure:
                         failures.append(failure)
@@ -476,6 +555,10 @@ class Executor:
         while True:
             while claimed is None and queue:
                 state = queue.pop()
+                if not state.prepared and self._early(state, running):
+                    continue
+                if not state.prepared and self._prepare(state):
+                    continue
                 if not self._claim(state.key):
                     aside.append(state)
                     state.waited = True
@@ -495,6 +578,20 @@ class Executor:
             elif not self._send(claimed):
                 return claimed
             claimed = None
+
+    def _early(self, state: JobState, running: dict[int, _Running]) -> bool:
+        """Start the compile of a module new to the cache's store (plan.Module.new) before its
+        key is made, if a slot is free: no object can be cached under a key that takes the
+        digest of bytes the cache has not seen (unless the store was trimmed: a hit after
+        all stops it, _early_keyed). Its key is made while it runs (_prepare_next)."""
+        if not state.job.module.new or self.remote is not None or len(running) >= self.res.jobs:
+            return False
+        ticket = self.res.gate.take()
+        if ticket is None:
+            return False
+        self._options(state)
+        self._run_here(state, ticket, running)
+        return True
 
     def _run_here(self, state: JobState, ticket: Ticket, running: dict[int, _Running]) -> None:
         """Start the compile in this slot."""
@@ -558,8 +655,10 @@ class Executor:
             self._remote_object(state, reply.served, reply.action, landed.start)
         return again
 
-    def _wait(self, running: dict[int, _Running], for_slot: bool, for_claims: bool) -> list[_Running]:
-        """Wait for a child to end, or for a slot or a claim to be let go; returns the children that ended."""
+    def _wait(self, running: dict[int, _Running], for_slot: bool, for_claims: bool,
+              busy: bool = False) -> list[_Running]:
+        """Wait for a child to end, or for a slot or a claim to be let go (busy: only look);
+        returns the children that ended."""
         gate, claims = self.res.gate, self.cache.claims
         fds = list(running)
         timeouts = []
@@ -571,7 +670,7 @@ class Executor:
             timeouts.append(claims.timeout)
         if self._workers is not None:
             fds += self._workers.fds()
-        timeout = min((t for t in timeouts if t is not None), default=None)
+        timeout = 0 if busy else min((t for t in timeouts if t is not None), default=None)
         ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
         self.cache.locks.drain()
         return [running.pop(fd) for fd in ready if fd in running]
@@ -583,6 +682,10 @@ class Executor:
         rc = child.child.wait()
         end = time.time()
         self.res.gate.give(child.ticket)
+        if not state.prepared:  # started early, done before its key: made now, to store the object under
+            self._keyed(state)
+            if state.key is not None:
+                self._claim(state.key)
         try:
             failure = self._finish(state, rc, end - child.start)
         finally:

@@ -176,13 +176,14 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
 
     t0 = time.time()
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
-    result = thinlink.run(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files, digest_of,
-                          frozenset(facts["takes"]), verify=config.pick(run.settings.verify))
-    run.record.thinlink_uncached = scripts.unknown or result.uncached or None
-    t1 = time.time()
-    run.record.thinlink_cached = result.cached
-    with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
-        executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
+    with thinlink.thin_link(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files,
+                            frozenset(facts["takes"]), verify=config.pick(run.settings.verify)) as result:
+        run.record.thinlink_uncached = scripts.unknown or result.uncached or None
+        t1 = time.time()
+        run.record.thinlink_cached = result.cached
+        with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
+            executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
+        thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
     warnings = executor.warnings_text()
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()

@@ -37,16 +37,17 @@ class Module:
     size: int
     record_key: str = ""  # records.record_key of the bytes: finds the compile's options
     split: bool = False  # a split LTO unit: a ThinLTO module and a regular-LTO one (bitcode.module_count)
+    new: bool = False  # its bytes were not in the store at its position: no backend object of it can be cached
 
     @classmethod
-    def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None) -> Module:
+    def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None, new: bool = False) -> Module:
         """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
         try:
             split = module_count(data) > 1
         except BadBitcode:  # lld will say what is wrong with it (the thin-link fails)
             split = False
         return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
-                   split)
+                   split, new)
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,8 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     scripts: list[Arg] = []
 
     def module(data: bytes, origin: str, container: bytes | None = None) -> Module:
-        stored = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, stored, origin, container)
+        stored, new = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
+        m = Module.of(data, stored, origin, container, new)
         modules.append(m)
         return m
 
@@ -148,7 +149,7 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
                 elif fat and (bitcode := fat_bitcode(data, origin)) is not None:
                     expanded.append(module(bitcode, origin, container=data))
                 else:
-                    expanded.append(cache.store_module(digest_bytes(data), data, ".native.o"))
+                    expanded.append(cache.store_module(digest_bytes(data), data, ".native.o")[0])
             wrap = not arg.whole_archive and not arg.lazy
             pieces.append(Piece(arg, tuple(expanded), rewritten=True, wrap_lib=wrap))
         else:

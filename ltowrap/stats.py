@@ -53,6 +53,8 @@ COUNTERS: tuple[tuple[str, str, str, str, str], ...] = (
      "backends another ltowrap process was already making: waited for, not compiled twice"),
     ("backend_uncached", "count", "Backend compiles", "Not cached (side inputs)",
      "backend compiles not cached: what they read cannot be told (LTOWRAP_LOG says why)"),
+    ("backend_early_stopped", "count", "Backend compiles", "Started early, then hit",
+     "compiles of modules new to the cache, started before their key was made, stopped when it was a hit"),
     ("backend_options_dropped", "count", "Backend compiles", "Options left out",
      "backends whose recorded options held one their clang rejects (a module of another LLVM release): left out"),
     ("cpu_saved_seconds", "seconds", "Backend compiles", "CPU time saved by hits",

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import proc
@@ -39,38 +40,59 @@ class ThinLinkResult:
     extractions: tuple[str, ...]
     cached: bool
     uncached: str = ""  # why a thin-link that ran was not stored
+    unstored: tuple[str, dict, str] | None = None  # a fresh result to store (key, meta, index directory): store()
 
 
 
-def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-        keyed: list[str], digest_of: Callable[[str], str], takes: frozenset[str], verify: bool = False) -> ThinLinkResult:
-    """The cached thin-link, else this one run under a claim: an identical thin-link already
-    running in another process is waited for (holding no slot) and its result taken.
-    `keyed`: the files besides the modules whose contents the key holds. `takes`: what
-    this lld takes of toolchain.LLD_PROBES (-import-declaration: lld 19 and later; the key
-    has it through lld's identity, under which the probe is kept). `verify`: a hit
-    is run again and compared (the fresh result is used, and replaces it)."""
-    if thin_key is None:
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
+@contextmanager
+def thin_link(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
+              keyed: list[str], takes: frozenset[str], verify: bool = False) -> Iterator[ThinLinkResult]:
+    """The cached thin-link, else this one run under a claim held for the body: an identical
+    thin-link already running in another process is waited for (holding no slot) and its
+    result taken. A fresh result is stored by store(), in the body, once the backends have
+    made its jobs' shard keys: computing them all first would hold the first backend back
+    (a 400-module link: seconds). `keyed`: the files besides the modules whose contents the
+    key holds. `takes`: what this lld takes of toolchain.LLD_PROBES (-import-declaration:
+    lld 19 and later; the key has it through lld's identity, under which the probe is
+    kept). `verify`: a hit is run again and compared (the fresh result is used, and
+    replaces it)."""
+    if thin_key is None:  # a linker script ltowrap cannot follow (plan.script_reads): not cached
+        yield _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, takes)
+        return
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
     if hit is not None and verify:
         hit_object = read_bytes(hit.full_lto_object) if hit.full_lto_object else None
-        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
+        fresh = _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, takes)
         _check(cache, hit, hit_object, fresh)
-        return fresh
+        yield fresh
+        return
     if hit is not None:
-        return hit
+        yield hit
+        return
     with cache.claims.holding(THINLINKS, thin_key) as waited:
         if waited:
             cache.stats.add("thinlink_waits")
             hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
             if hit is not None:
-                return hit
-        return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
+                yield hit
+                return
+        yield _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, takes)
+
+
+def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], digest_of: Callable[[str], str]) -> None:
+    """Store a fresh, keyed result with each job's shard key (`identities`, by output: what the
+    executor made; any it did not, an uncacheable job's, is made here)."""
+    if result.unstored is None:
+        return
+    key, meta, idx = result.unstored
+    record = [{"rel": j.output[len(idx) :], "shard": base64.b64encode(j.shard).decode(), "imports": list(j.imports),
+               "identity": identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)}
+              for j in result.jobs]
+    cache.put(THINLINKS, key, meta, _encode_record(record))
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
-           keyed: list[str], digest_of: Callable[[str], str], takes: frozenset[str]) -> ThinLinkResult:
+           keyed: list[str], takes: frozenset[str]) -> ThinLinkResult:
     idx = os.path.join(workdir, "idx") + "/"
     objects = os.path.join(workdir, "objects.txt")
     full_obj = os.path.join(workdir, "full-lto.o")
@@ -94,7 +116,6 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     by_path = plan.by_path()
     jobs: list[Job] = []
     full: set[str] = set()
-    record: list[dict] = []
     for line in read_bytes(objects).decode("utf-8", "surrogateescape").splitlines():
         if not line.startswith(idx):
             raise Unsupported(Reason.THINLINK_OUTPUT, f"an object outside its directory: {line!r}")
@@ -107,9 +128,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         if not shard:  # a regular (full) LTO module: its code is in --lto-obj-path
             full.add(module.path)
             continue
-        identity = shard_identity(shard, digest_of, module.path)
-        jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
-        record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
+        jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line))
     # Regular-LTO modules are not in the object list: their shard is an empty file, and
     # their code is in full_obj. So is the regular-LTO half of a split LTO unit, whose
     # ThinLTO half has a job. lld writes that object (empty) even when every module is
@@ -131,17 +150,18 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     extractions = _extractions(read_bytes(why_extract).decode("utf-8", "surrogateescape"), by_path) \
         if os.path.exists(why_extract) else ()
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
+    unstored = None
     if thin_key is not None and not unkeyed:
         meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular],
                 "extractions": list(extractions)}
         if full is not None:
             meta["full_lto"] = full  # the hit must give the final link the same object
-        cache.put(THINLINKS, thin_key, meta, _encode_record(record))
+        unstored = (thin_key, meta, idx)
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
     uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
     return ThinLinkResult(tuple(jobs), full_obj if regular else None, tuple(regular), extractions, cached=False,
-                          uncached=uncached)
+                          uncached=uncached, unstored=unstored)
 
 
 def _extractions(why_extract: str, modules: dict) -> tuple[str, ...]:

@@ -235,6 +235,11 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     while backend_pids(marker):  # the killed link's compile runs on to its end, in its slot
         assert time.time() < deadline
         time.sleep(0.05)
+    # The killed link held its thin-link's claim through its backends (thinlink.thin_link): the
+    # file is left, free, as a link killed in its thin-link leaves it, until a sweep removes it.
+    (left,) = [n for n in os.listdir(_lock_dir(tmp_path)) if not n.startswith("slot-")]
+    assert left.startswith("t-")
+    assert locks.sweep(_lock_dir(tmp_path)) == 1
     _no_leaks(tmp_path)
 
 
