@@ -332,22 +332,14 @@ class Executor:
 
     def _rejected(self, options: tuple[str, ...]) -> list[str]:
         if options not in self._rejects:
-            import json
-
             from .cache import TOOLCHAINS
 
             key = cachekey.digest_bytes("\0".join(["clang rejects", self.res.compiler, *options]).encode())
-            entry = self.res.cache.get(TOOLCHAINS, key)
-            found = None
-            if entry is not None:
-                try:
-                    found = json.loads(entry.payload)
-                except ValueError:
-                    found = None
+            found = self.res.cache.get_data(TOOLCHAINS, key, lambda data: [str(o) for o in data])
             if found is None:
                 clang = self.backend.argv(*PLACEHOLDERS, [])[0]
                 found = toolchain.rejected_options(clang, list(options))
-                self.res.cache.put(TOOLCHAINS, key, {}, json.dumps(found).encode())
+                self.res.cache.put_data(TOOLCHAINS, key, found)
             self._rejects[options] = found
         return self._rejects[options]
 

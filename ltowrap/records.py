@@ -15,13 +15,12 @@ import os
 import sys
 
 from . import driverargs, fsutil, proc
+from .cachedirs import RECORDS
 from .magic import ELF, is_bitcode
-
-RECORD_DIR = "r"
 
 
 def record_path(cache_dir: str, digest: str) -> str:
-    return os.path.join(cache_dir, RECORD_DIR, digest[:2], digest)
+    return os.path.join(cache_dir, RECORDS, digest[:2], digest)
 
 
 def record_key(bitcode: bytes) -> str:

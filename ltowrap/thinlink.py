@@ -12,7 +12,6 @@ ltowrap did not look) leaves the result uncached, and the record says which.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,7 +93,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     by_path = plan.by_path()
     jobs: list[Job] = []
     full: set[str] = set()
-    record: list[dict] = []
+    record: list[tuple[str, bytes, list[str], str]] = []
     for line in read_bytes(objects).decode("utf-8", "surrogateescape").splitlines():
         if not line.startswith(idx):
             raise Unsupported(Reason.THINLINK_OUTPUT, f"an object outside its directory: {line!r}")
@@ -109,7 +108,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
             continue
         identity = shard_identity(shard, digest_of, module.path)
         jobs.append(Job(module, shard, line + ".thinlto.bc", imports, line, identity))
-        record.append({"rel": rel, "shard": base64.b64encode(shard).decode(), "imports": list(imports), "identity": identity})
+        record.append((rel, shard, list(imports), identity))
     # Regular-LTO modules are not in the object list: their shard is an empty file, and
     # their code is in full_obj. So is the regular-LTO half of a split LTO unit, whose
     # ThinLTO half has a job. lld writes that object (empty) even when every module is
@@ -132,11 +131,10 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
         if os.path.exists(why_extract) else ()
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
     if thin_key is not None and not unkeyed:
-        meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular],
-                "extractions": list(extractions)}
-        if full is not None:
-            meta["full_lto"] = full  # the hit must give the final link the same object
-        cache.put(THINLINKS, thin_key, meta, _encode_record(record))
+        # full: the hit must give the final link the same object.
+        cache.put_data(THINLINKS, thin_key, {"prefix": store_prefix, "jobs": record, "full_lto": full,
+                                             "regular": [p[len(store_prefix) :] for p in regular],
+                                             "extractions": list(extractions)})
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
     uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
@@ -179,35 +177,31 @@ def _check(cache: Cache, hit: ThinLinkResult, hit_object: bytes | None, fresh: T
                    (fresh.regular_modules, fresh_object, fresh.extractions), "a cached thin-link")
 
 
-def _encode_record(record: list[dict]) -> bytes:
-    import json
-
-    return json.dumps(record).encode()
-
-
 def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_prefix: str) -> ThinLinkResult | None:
-    import json
-
-    entry = cache.get(THINLINKS, thin_key)
-    if entry is None or entry.meta.get("prefix") != store_prefix:
-        return None
-    by_path = plan.by_path()
     idx = os.path.join(workdir, "idx") + "/"
-    jobs = []
-    try:
-        for item in json.loads(entry.payload):
-            module = by_path[store_prefix + item["rel"]]
-            out = idx + item["rel"]
-            jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out,
-                            item["identity"]))
-        regular = tuple(by_path[store_prefix + rel].path for rel in entry.meta["regular"])
-        full = entry.meta.get("full_lto") if regular else None
+
+    def read(data: dict) -> tuple[list[Job], tuple[str, ...], bytes | None, tuple[str, ...]] | None:
+        """The record's jobs, regular-LTO modules and object, extractions; None if it was made
+        under another store (a plain miss); KeyError, TypeError, ValueError for another shape."""
+        if data["prefix"] != store_prefix:
+            return None
+        by_path = plan.by_path()
+        jobs = []
+        for rel, shard, imports, identity in data["jobs"]:
+            if not isinstance(shard, bytes):
+                raise TypeError("a shard that is not bytes")
+            out = idx + rel
+            jobs.append(Job(by_path[store_prefix + rel], shard, out + ".thinlto.bc", tuple(imports), out, identity))
+        regular = tuple(by_path[store_prefix + rel].path for rel in data["regular"])
+        full = data["full_lto"] if regular else None
         if regular and not isinstance(full, bytes):
             raise ValueError("no regular-LTO object")
-        extractions = tuple(str(name) for name in entry.meta["extractions"])
-    except (KeyError, ValueError, TypeError):
-        cache.stats.add("bad_entries")
+        return jobs, regular, full, tuple(str(name) for name in data["extractions"])
+
+    found = cache.get_data(THINLINKS, thin_key, read)
+    if found is None:
         return None
+    jobs, regular, full, extractions = found
     full_obj = None
     if full is not None:
         full_obj = os.path.join(workdir, "full-lto.o")
