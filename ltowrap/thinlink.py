@@ -48,7 +48,8 @@ def run(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix:
     `keyed`: the files besides the modules whose contents the key holds. `takes`: what
     this lld takes of toolchain.LLD_PROBES (-import-declaration: lld 19 and later; the key
     has it through lld's identity, under which the probe is kept). `verify`: a hit
-    is run again and compared (the fresh result is used, and replaces it)."""
+    is run again and compared (the fresh result is used, and replaces it). No `thin_key`
+    (pipeline: what a linker script reads cannot be told): run, neither looked up nor stored."""
     if thin_key is None:
         return _index(plan, ld, cache, workdir, store_prefix, thin_key, keyed, digest_of, takes)
     hit = _lookup(plan, cache, thin_key, workdir, store_prefix)
