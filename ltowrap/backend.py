@@ -3,7 +3,7 @@
 Order matters (clang takes the last of conflicting flags):
   1. what in-process lld would use: -O from --lto-O / -plugin-opt=O (default 2), the CPU
      from -plugin-opt=mcpu=, function and data sections (lld always sets both);
-  2. the options the module was compiled with (records.py), unless backend_opts = link:
+  2. the options the module was compiled with (optrecords.py), unless backend_opts = link:
      a file built -O1 or -fno-unroll-loops keeps that. A module without a record gets
      what in-process ThinLTO takes from the module itself (module_options): its own
      triple and, where the link leaves the relocation model to the module (-r), the

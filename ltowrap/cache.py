@@ -12,7 +12,7 @@ Layout under the cache directory (created 0700, files 0600; the names are cached
                                                           facts, options a clang rejects, a module's interface
                                                           digest and inline assembly under its content digest
     d/xx/<key>          the driver's link line            entries, data (driverline.py)
-    r/xx/<digest>       per-module compile options (records.py; the sh entry writes them too): not entries,
+    r/xx/<digest>       per-module compile options (optrecords.py; the sh entry writes them too): not entries,
                         the arguments NUL-terminated; not trimmed by size
     stats/              counters (stats.py)
     locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)

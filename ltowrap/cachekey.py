@@ -11,7 +11,7 @@ here and nowhere else:
 - remote_toolchain: what pins the toolchain in a remote Action's Command and in remote_key;
 - remote_key: what the remote identity Action names (remote/action.py builds it), the
   backend key's fields less the machine's own.
-(A module's option record is found by records.record_key, which the sh entry computes too.)
+(A module's option record is found by optrecords.record_key, which the sh entry computes too.)
 
 Every field goes in behind its own tag and length, so fields cannot run together. With
 debug on, the hasher also keeps a readable list of what went in, which is how a user

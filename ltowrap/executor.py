@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs, toolchain
+from . import backend, cachekey, config, fsutil, log, optrecords, proc, sideinputs, toolchain
 from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache
 from .errors import Reason, ToolFailed
@@ -273,7 +273,7 @@ class Executor:
         pending: list[JobState] = []
         for job in jobs:
             state = self.states[job.output] = JobState(job)
-            recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
+            recorded = optrecords.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
             if recorded is None:
                 state.unrecorded = True
                 recorded = self.backend.unrecorded(job.module)

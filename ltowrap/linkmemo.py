@@ -178,7 +178,7 @@ class Memo:
     def _read_files(self, plan: LinkPlan, workdir: str, backend_reads: list[str]) -> list[tuple[str, str]] | None:
         """Every file the link read, with its digest; None if lld's list is missing or a file
         changed after the link started."""
-        from . import archive, records  # a store, after a whole link: not on the restore path
+        from . import archive, optrecords  # a store, after a whole link: not on the restore path
 
         listed = depfile.read(os.path.join(workdir, DEPFILE))
         if listed is None:
@@ -204,9 +204,9 @@ class Memo:
             if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
                 return None
             files.append((path, cachekey.file_digest(path)))
-        # Option records are touched on every use (records.load), so their times say nothing;
+        # Option records are touched on every use (optrecords.load), so their times say nothing;
         # a compile replaces one whole (atomic rename), and its contents are what counts.
-        kept = {records.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
+        kept = {optrecords.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
         return files + sorted((path, cachekey.file_digest(path)) for path in kept)
 
     def _write(self, meta: dict, payload: bytes) -> bool:
