@@ -19,8 +19,9 @@ from .cachedirs import RECORDS
 from .magic import ELF, is_bitcode
 
 
-def record_path(cache_dir: str, digest: str) -> str:
-    return os.path.join(cache_dir, RECORDS, digest[:2], digest)
+def record_path(cache_dir: str, key: str) -> str:
+    """Where the record of a module with this record_key lives."""
+    return os.path.join(cache_dir, RECORDS, key[:2], key)
 
 
 def record_key(bitcode: bytes) -> str:
