@@ -19,6 +19,17 @@ from .errors import Reason, Unsupported
 from .magic import ARCHIVE, THIN_ARCHIVE
 
 _HEADER = 60
+_SPECIAL = (b"/", b"//", b"/SYM64/", b"__.SYMDEF", b"__.SYMDEF SORTED")  # symbol and long-name tables
+
+
+def _header(path: str, header: bytes, pos: int) -> tuple[bytes, int]:
+    """A member header's raw name (blank-padded field stripped) and data size; Unsupported if malformed."""
+    if len(header) < _HEADER or header[58:60] != b"`\n":
+        raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member header at offset {pos}")
+    size_field = header[48:58].strip()
+    if not size_field.isdigit():  # bytes.isdigit: ASCII digits only
+        raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member size at offset {pos}")
+    return header[:16].rstrip(b" "), int(size_field)
 
 
 @dataclass(frozen=True)
@@ -57,16 +68,10 @@ def read_members(path: str) -> list[Member]:
         if blob[pos : pos + 1] == b"\n":  # some writers pad with an extra newline
             pos += 1
             continue
-        header = blob[pos : pos + _HEADER]
-        if len(header) < _HEADER or header[58:60] != b"`\n":
-            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member header at offset {pos}")
-        raw_name = header[:16].decode("latin-1").rstrip(" ")
-        size_field = header[48:58].decode("latin-1").strip()
-        if not size_field.isdigit() or not size_field.isascii():
-            raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r}: bad member size at offset {pos}")
-        size = int(size_field)
+        name_field, size = _header(path, blob[pos : pos + _HEADER], pos)
+        raw_name = name_field.decode("latin-1")
         data_start = pos + _HEADER
-        special = raw_name in ("/", "//", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED")
+        special = name_field in _SPECIAL
         # In a thin archive only the tables carry data.
         stored = size if (not thin or special) else 0
         if data_start + stored > len(blob):
@@ -137,21 +142,18 @@ def has_bitcode_member(path: str) -> bool:
             if f.read(8) != ARCHIVE:
                 return any(is_bitcode(m.read()[:4]) for m in read_members(path))
             while True:
+                pos = f.tell()
                 header = f.read(_HEADER)
                 if len(header) < _HEADER:
                     return False
-                size_field = header[48:58].strip()
-                if header[58:60] != b"`\n" or not size_field.isdigit():
-                    return False
-                size = int(size_field)
-                name = header[:16].rstrip(b" ")
+                name, size = _header(path, header, pos)
                 start = f.tell()
                 head = f.read(4)
                 if name.startswith(b"#1/"):  # BSD: the name comes first
                     n = int(name[3:]) if name[3:].isdigit() else 0
                     f.seek(start + n)
                     head = f.read(4)
-                if name not in (b"/", b"//", b"/SYM64/") and is_bitcode(head):
+                if name not in _SPECIAL and is_bitcode(head):
                     return True
                 f.seek(start + size + (size & 1))
     except (OSError, Unsupported):

@@ -3,7 +3,7 @@
 Order matters (clang takes the last of conflicting flags):
   1. what in-process lld would use: -O from --lto-O / -plugin-opt=O (default 2), the CPU
      from -plugin-opt=mcpu=, function and data sections (lld always sets both);
-  2. the options the module was compiled with (records.py), unless backend_opts = link:
+  2. the options the module was compiled with (optrecords.py), unless backend_opts = link:
      a file built -O1 or -fno-unroll-loops keeps that. A module without a record gets
      what in-process ThinLTO takes from the module itself (module_options): its own
      triple and, where the link leaves the relocation model to the module (-r), the
@@ -47,11 +47,26 @@ def unusable(rc: int, obj: bytes, printed: str) -> str:
     return ""
 
 
+# Targets whose clang driver reads the CPU from -march= (clang's getCPUName: x86, SystemZ,
+# MIPS, LoongArch), as an lld emulation or a triple's architecture spells them; the others
+# (AArch64, ARM, RISC-V, PowerPC, ...) read it from -mcpu=, and on AArch64 and RISC-V
+# -march= names an ISA, not a CPU.
+MARCH_TARGETS = ("x86_64", "i386", "i486", "i586", "i686", "iamcu", "amd64", "s390", "mip", "loongarch")
+
+
+def cpu_option(cpu: str, target: str) -> str:
+    """The backend's spelling of the link's CPU (-plugin-opt=mcpu=) for `target`: the link's
+    emulation (-m, which the clang driver always passes). A link without one (ld.lld run by
+    hand) takes its target from its first input, which is not read for this: this machine's
+    architecture stands in, as it did for every link before."""
+    target = (target or os.uname().machine).lower()
+    return f"-march={cpu}" if any(t in target for t in MARCH_TARGETS) else f"-mcpu={cpu}"
+
+
 def link_options(cmd: LinkCommand) -> list[str]:
     opts = [f"-O{cmd.lto.opt_level or '2'}"]
     if cmd.lto.cpu:
-        x86 = os.uname().machine in ("x86_64", "i386", "i686", "AMD64")
-        opts.append(f"-march={cmd.lto.cpu}" if x86 else f"-mcpu={cmd.lto.cpu}")
+        opts.append(cpu_option(cmd.lto.cpu, cmd.emulation))
     opts += ["-ffunction-sections", "-fdata-sections"]
     return opts
 

@@ -1,6 +1,6 @@
 """Which recorded compile options a module's backend compile is given again: one table.
 
-A ThinLTO compile's command line is recorded (records.py). The module's backend compile,
+A ThinLTO compile's command line is recorded (optrecords.py). The module's backend compile,
 `clang -c -x ir M -fthinlto-index=M.thinlto.bc`, gets back the part of it that still means
 something once the source is bitcode. Each row of TABLE decides a family of options, says
 why, and names the evidence tests/test_backendopts.py checks against the real clang:
@@ -23,7 +23,7 @@ driverargs.walk yields it: `-D` for `-DX`); the longest match decides. An option
 the next argument (driverargs.TAKES_ARG) keeps or loses it with itself. `{file}` in an
 example stands for a file the test creates.
 
-Read at link time, by records.load (a compile only writes records): standard library only.
+Read at link time, by optrecords.load (a compile only writes records): standard library only.
 """
 
 from __future__ import annotations

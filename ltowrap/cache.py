@@ -1,27 +1,44 @@
 """The local cache: content-addressed bitcode modules, backend objects, thin-link records.
 
-Layout under the cache directory (created 0700, files 0600):
+Layout under the cache directory (created 0700, files 0600; the names are cachedirs.py's):
     m/<pos>-<digest>.o  bitcode modules and archive members, named by link position and the xxh3-128 of their
                         bytes: the thin-link sees its modules under these paths
-    o/xx/<key>          backend objects      } entry = MAGIC | xxh3-128(rest) | u32 meta length
-    t/xx/<key>          thin-link records    }         | meta (marshal, includes the key) | payload
-    l/xx/<key>          link memo: manifests }
-                        and whole links'      }  (linkmemo.py)
-                        outputs              }
-    r/xx/<digest>       per-module compile options (records.py); not trimmed by size
-    c/xx/<key>          `clang --version` under the stat identity of the compiler's files; a
-                        module's interface digest under its content digest (cachekey.ModuleDigests)
-    d/xx/<key>          the driver's link line (`clang -###`, driverline.py)
+    o/xx/<key>          backend objects                   entries (below), payload: the object
+    t/xx/<key>          thin-link records                 entries, data: the shards, imports, regular-LTO object
+    l/xx/<key>          link memo: manifests, direct      entries, data (linkmemo.py, linkdirect.py)
+                        entries; whole links' outputs     entries, payload: the outputs, then stdout, stderr
+    c/xx/<key>          facts kept under what they depend entries, data: `clang --version` under the stat
+                        on                                identity of the compiler's files (cachekey), lld's
+                                                          facts, options a clang rejects, a module's interface
+                                                          digest and inline assembly under its content digest
+    d/xx/<key>          the driver's link line            entries, data (driverline.py)
+    r/xx/<digest>       per-module compile options (optrecords.py; the sh entry writes them too): not entries,
+                        the arguments NUL-terminated; not trimmed by size
     stats/              counters (stats.py)
     locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)
     tmp/                per-link working directories
-An entry is written to a temp file and renamed into place, so it is seen whole or not
-at all; its checksum is verified on every read, and a bad entry is removed and counts
-as a miss. Hits refresh the file's mtime, which is the LRU order used by eviction.
 
-A restored link (linkdirect.py) reads entries, so this module imports nothing costly:
-the meta is marshalled (a built-in module, already loaded; the checksum is verified
-before it is read), the locks module is loaded on first use.
+An entry, in one grammar for every kind:
+    entry   = MAGIC xxh3-128(body) body        MAGIC: 8 bytes, the checksum: 16
+    body    = u32le(len(meta)) meta payload
+    meta    = marshal(dict)                    "key": the entry's own key, then what a kind with a raw
+                                               payload says of it (o/: the compile's seconds or remote action; l/ results:
+                                               the outputs' sizes)
+    payload = bytes                            raw: o/, l/ results (Cache.put, Cache.get)
+            | marshal(data)                    every other entry (Cache.put_data, Cache.get_data)
+    data    = None | bool | int | float | str | bytes | list, tuple or dict of data
+Structured payloads are marshalled, as the meta is: a built-in module, already loaded on
+a restored link's path, and it carries bytes (a thin-link's shards) as they are. A payload
+that does not decode, or whose data is not of its kind's shape, is a bad entry: removed,
+counted (bad_entries), a miss.
+
+An entry is written to a temp file and renamed into place, so it is seen whole or not
+at all; its checksum is verified on every read (before the meta is unmarshalled), and a
+bad entry is removed and counts as a miss. An entry of another MAGIC (an older ltowrap's)
+is a plain miss. Hits refresh the file's mtime, which is the LRU order used by eviction.
+
+A restored link (linkdirect.py) reads entries, so this module imports nothing costly; the
+locks module is loaded on first use.
 """
 
 from __future__ import annotations
@@ -33,24 +50,27 @@ import time
 import xxhash
 
 from . import fsutil
+from .cachedirs import CLEANUP_LOCK, DRIVER_LINES, GONE, LINKS, MODULES, OBJECTS, RECORDS, THINLINKS, TMP, TOOLCHAINS
 from .stats import Stats, cache_bytes, summary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
     from .locks import Claims, LockDir
 
-MAGIC = b"LTOWRAP2"
-OLD_MAGICS = (b"LTOWRAP1",)  # entries of an older ltowrap (JSON meta): a plain miss, not a bad entry
-KINDS = ("o", "t", "m", "r", "c", "l", "d")
+    T = TypeVar("T")
+
+# 3: structured payloads are marshalled data (the thin-link record was JSON with base64 shards).
+MAGIC = b"LTOWRAP3"
+OLD_MAGICS = (b"LTOWRAP1", b"LTOWRAP2")  # entries of an older ltowrap: a plain miss, not a bad entry
+KINDS = (OBJECTS, THINLINKS, MODULES, RECORDS, TOOLCHAINS, LINKS, DRIVER_LINES)
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
-SIZED_KINDS = ("o", "t", "m", "c", "l", "d")
-MODULES = "m"
-OBJECTS = "o"
-THINLINKS = "t"
-TOOLCHAINS = "c"
-LINKS = "l"
-DRIVER_LINES = "d"
+SIZED_KINDS = (OBJECTS, THINLINKS, MODULES, TOOLCHAINS, LINKS, DRIVER_LINES)
+# What a data payload's reader may raise on data of another shape: a bad entry, not a crash.
+BAD_DATA = (ValueError, EOFError, TypeError, KeyError, IndexError)
 
 
 class Entry:
@@ -82,6 +102,23 @@ def decode(blob: bytes) -> Entry | None:
     except (ValueError, EOFError, TypeError):
         return None
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
+
+
+def encode_data(data: object) -> bytes:
+    """A structured payload (see the grammar above)."""
+    return marshal.dumps(data)
+
+
+def decode_data(payload: bytes) -> Any:
+    """The data of a structured payload; raises one of BAD_DATA if it is not one."""
+    return marshal.loads(payload)
+
+
+def text_data(data: Any) -> str:
+    """A reader for get_data: the data if it is a str (a TypeError for anything else)."""
+    if not isinstance(data, str):
+        raise TypeError(f"a str entry holds {type(data).__name__}")
+    return data
 
 
 def _owner_pid(name: str) -> int | None:
@@ -155,7 +192,7 @@ class Cache:
         return os.path.join(self.root, kind, key[:2], key + suffix)
 
     def tmp_dir(self) -> str:
-        d = os.path.join(self.root, "tmp")
+        d = os.path.join(self.root, TMP)
         fsutil.make_dirs(d)
         return d
 
@@ -168,7 +205,7 @@ class Cache:
         from .locks import sweep
 
         removed = sweep(self.locks.path)
-        tmp = os.path.join(self.root, "tmp")
+        tmp = os.path.join(self.root, TMP)
         try:
             names = os.listdir(tmp)
         except OSError:
@@ -206,7 +243,30 @@ class Cache:
         return entry
 
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
+        """Store a raw payload (an object, a link's outputs); structured data goes through put_data."""
         return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
+
+    def get_data(self, kind: str, key: str, read: Callable[[Any], T | None]) -> T | None:
+        """The entry's data as `read` makes it, or None on a miss. `read` raises one of BAD_DATA
+        for data of another shape (a bad entry: removed and counted) and returns None for an
+        entry that does not fit this use (a plain miss)."""
+        entry = self.get(kind, key)
+        if entry is None:
+            return None
+        try:
+            return read(decode_data(entry.payload))
+        except BAD_DATA:
+            self.stats.add("bad_entries")
+            path = self.path(kind, key)
+            try:
+                self._remove(path, os.lstat(path).st_size)
+            except OSError:
+                pass
+            return None
+
+    def put_data(self, kind: str, key: str, data: object, meta: dict | None = None) -> bool:
+        """Store a structured payload (marshal's plain values only: see the grammar above)."""
+        return self.put(kind, key, meta or {}, encode_data(data))
 
     def store_module(self, name: str, data: bytes, suffix: str = ".o") -> tuple[str, bool]:
         """The store path of a module's bytes, written (atomically) unless already there, and
@@ -290,7 +350,7 @@ class Cache:
     def trim(self, target: int, blocking: bool = True, counted: int | None = None, older_than: float | None = None) -> int:
         """Evict least recently used files down to `target` bytes; returns files removed."""
         fsutil.make_dirs(self.root)
-        with fsutil.locked(os.path.join(self.root, "cleanup.lock"), blocking=blocking) as got:
+        with fsutil.locked(os.path.join(self.root, CLEANUP_LOCK), blocking=blocking) as got:
             if not got:
                 return 0
             self.remove_stale_workdirs()
@@ -315,6 +375,6 @@ class Cache:
             return removed
 
     def clear(self) -> None:
-        with fsutil.locked(os.path.join(self.root, "cleanup.lock")):
-            for kind in (*KINDS, "v"):  # v/: the views of ltowrap-cache-7, gone since
+        with fsutil.locked(os.path.join(self.root, CLEANUP_LOCK)):
+            for kind in (*KINDS, *GONE):
                 fsutil.remove_tree(os.path.join(self.root, kind))

@@ -11,7 +11,7 @@ here and nowhere else:
 - remote_toolchain: what pins the toolchain in a remote Action's Command and in remote_key;
 - remote_key: what the remote identity Action names (remote/action.py builds it), the
   backend key's fields less the machine's own.
-(A module's option record is found by records.record_key, which the sh entry computes too.)
+(A module's option record is found by optrecords.record_key, which the sh entry computes too.)
 
 Every field goes in behind its own tag and length, so fields cannot run together. With
 debug on, the hasher also keeps a readable list of what went in, which is how a user
@@ -77,17 +77,15 @@ class ModuleDigests:
     def interface(self, path: str) -> str:
         if path not in self.interfaces:
             from . import interface, shardkey  # for backend keys only
-            from .cache import TOOLCHAINS
+            from .cache import TOOLCHAINS, text_data
 
             key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
-            entry = self.cache.get(TOOLCHAINS, key) if self.cache is not None else None
-            if entry is not None:
-                self.interfaces[path] = entry.payload.decode()
-            else:
+            found = self.cache.get_data(TOOLCHAINS, key, text_data) if self.cache is not None else None
+            if found is None:
                 found = digest_bytes(interface.module_interface(read_bytes(path)).encode())
                 if self.cache is not None:
-                    self.cache.put(TOOLCHAINS, key, {}, found.encode())
-                self.interfaces[path] = found
+                    self.cache.put_data(TOOLCHAINS, key, found)
+            self.interfaces[path] = found
         return self.interfaces[path]
 
     def sample_profiled(self, path: str) -> bool:
@@ -143,15 +141,15 @@ def compiler_identity(clang: str, cache: Cache) -> str:
     changes. (A directory's change alone, another tool installed beside clang, gives the
     same identity again.)
     """
-    from .cache import TOOLCHAINS
+    from .cache import TOOLCHAINS, text_data
 
     key = digest_bytes(stamp(toolchain.compiler_files(clang)).encode())
-    entry = cache.get(TOOLCHAINS, key)
-    if entry is not None:
-        return entry.payload.decode()
+    identity = cache.get_data(TOOLCHAINS, key, text_data)
+    if identity is not None:
+        return identity
     configs = "".join(f"config {p} {file_digest(p)}\n" for p in toolchain.compiler_configs(clang))
     identity = f"{stamp(toolchain.compiler_binaries(clang))}\0{configs}\0{toolchain.version_text(clang)}"
-    cache.put(TOOLCHAINS, key, {}, identity.encode())
+    cache.put_data(TOOLCHAINS, key, identity)
     return identity
 
 
@@ -164,24 +162,24 @@ def linker_identity(ld: str) -> str:
     return stamp([os.path.realpath(ld)])
 
 
-def linker_facts(ld: str, memo: Cache) -> dict:
+def linker_facts(ld: str, cache: Cache) -> dict:
     """toolchain.lld_facts (its release, the features it takes), kept in the cache (c/) under
     the stat identity of lld's file: six lld starts once per installed lld."""
-    import json
-
     from .cache import TOOLCHAINS
 
     key = digest_bytes(f"lld facts\0{linker_identity(ld)}".encode())
-    entry = memo.get(TOOLCHAINS, key)
-    if entry is not None:
-        try:
-            return json.loads(entry.payload)
-        except ValueError:
-            pass
+    facts = cache.get_data(TOOLCHAINS, key, _lld_facts)
+    if facts is not None:
+        return facts
     facts = toolchain.lld_facts(ld)  # as named: lld picks its flavour by its name (ld.lld -> lld)
     if facts["release"]:  # an lld that could not be run is asked again next time
-        memo.put(TOOLCHAINS, key, {}, json.dumps(facts).encode())
+        cache.put_data(TOOLCHAINS, key, facts)
     return facts
+
+
+def _lld_facts(data: dict) -> dict:
+    """toolchain.lld_facts' dict, as kept (KeyError, TypeError for another shape)."""
+    return {"release": str(data["release"]), "version": str(data["version"]), "takes": [str(f) for f in data["takes"]]}
 
 
 def remote_toolchain(identity: str) -> str:

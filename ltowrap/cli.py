@@ -16,6 +16,7 @@ import time
 
 from . import __version__, stats
 from .cache import Cache
+from .cachedirs import OBJECTS, TMP
 from .config import ROWS, ConfigError, Settings, load, parse_age, parse_size
 
 
@@ -157,7 +158,7 @@ def cmd_shims(settings: Settings, a: argparse.Namespace) -> int:
 
 def cmd_explain(settings: Settings, a: argparse.Namespace) -> int:
     """Show the key dumps (LTOWRAP_DEBUG=1 writes them) for the named module digests or all."""
-    root = os.path.join(settings.cache_dir, "o")
+    root = os.path.join(settings.cache_dir, OBJECTS)
     found = 0
     for dirpath, _, names in os.walk(root):
         for n in sorted(names):
@@ -280,8 +281,8 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
     try:
         from .fsutil import make_dirs
 
-        make_dirs(os.path.join(settings.cache_dir, "tmp"))
-        probe = os.path.join(settings.cache_dir, "tmp", f".doctor.{os.getpid()}")
+        make_dirs(os.path.join(settings.cache_dir, TMP))
+        probe = os.path.join(settings.cache_dir, TMP, f".doctor.{os.getpid()}")
         with open(probe, "wb") as f:
             f.write(b"ok")
         os.unlink(probe)

@@ -59,6 +59,7 @@ class LinkCommand:
     sysroot: str = ""
     nostdlib: bool = False
     scripts: tuple[str, ...] = field(default=())  # -T and the like, as given (lld searches them: ldscript.find_script)
+    emulation: str = ""  # -m: the target the link is for (elf_x86_64, aarch64linux, ...); the driver always gives it
 
     def inputs(self) -> list[Arg]:
         return [a for a in self.args if a.input is not None]
@@ -117,6 +118,7 @@ class _Reader:
     varies: bool = False
     nostdlib: bool = False
     scripts: list[str] = field(default_factory=list)
+    emulation: str = ""
 
     def input(self, tokens: tuple[str, ...]) -> None:
         self.args.append(Arg(tokens, input=tokens[0], static=self.static, whole_archive=self.whole, lazy=self.lazy))
@@ -168,6 +170,8 @@ class _Reader:
             self.output = value
         elif role == "script":
             self.scripts.append(value)
+        elif role == "emulation":
+            self.emulation = value
         elif role in ("lto-O", "sample-profile"):
             self.lto[role] = value
         elif role == "mllvm":
@@ -192,6 +196,7 @@ class _Reader:
             sysroot=self.sysroot,
             nostdlib=self.nostdlib,
             scripts=tuple(self.scripts),
+            emulation=self.emulation,
         )
 
 

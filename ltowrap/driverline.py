@@ -17,7 +17,6 @@ tests/test_driverline.py holds the model to what the driver really probes (strac
 
 from __future__ import annotations
 
-import marshal
 import os
 from dataclasses import dataclass
 
@@ -84,23 +83,16 @@ def linker_command(real: list[str], args: list[str], real_ld: str, cache_dir: st
         found = run_driver(real, args, real_ld)
         if found is not None:
             line = Line(found[0], checks_of(found[0], args, real[0], found[1]))
-            cache.put(DRIVER_LINES, key, {}, marshal.dumps({"argv": line.argv, "checks": line.checks.to_data()}))
+            cache.put_data(DRIVER_LINES, key, {"argv": line.argv, "checks": line.checks.to_data()})
     cache.close()
     stats.flush(cache_dir, counts)
     return line
 
 
 def _cached(cache: Cache, key: str) -> Line | None:
-    entry = cache.get(DRIVER_LINES, key)
-    if entry is None:
-        return None
-    try:
-        data = marshal.loads(entry.payload)
-        line = Line([str(a) for a in data["argv"]], Checks.from_data(data["checks"]))
-    except (ValueError, KeyError, TypeError, EOFError):
-        cache.stats.add("bad_entries")
-        return None
-    return line if line.checks.hold() else None
+    line = cache.get_data(DRIVER_LINES, key, lambda data: Line([str(a) for a in data["argv"]],
+                                                                Checks.from_data(data["checks"])))
+    return line if line is not None and line.checks.hold() else None
 
 
 def checks_of(line: list[str], given: list[str], driver: str, configs: list[str]) -> Checks:

@@ -5,7 +5,7 @@ decides plain and ThinLTO compiles itself, in the launcher form (`ltowrap clang 
 what comes here is a subcommand, a link, or a compile the sh entry leaves to Python. It
 imports only small standard-library modules: a compile, a preprocess or a non-LTO link
 costs one Python start and an exec. A compile that writes bitcode also records its
-options (records.py); only a link that may carry bitcode loads the pipeline.
+options (optrecords.py); only a link that may carry bitcode loads the pipeline.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         if lto_thin and "-c" in seen and driverargs.compiles_sources(seen) and not driverargs.wants_lto(seen):
             args, seen = ["-flto=thin", *args], ["-flto=thin", *seen]
         if "-c" in seen and driverargs.wants_lto(seen):
-            from .records import compile_and_record
+            from .optrecords import compile_and_record
 
             sys.exit(compile_and_record(real + args, seen, settings.cache_dir))
         proc.exec_tool(real + args)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, config, fsutil, log, proc, records, sideinputs, toolchain
+from . import backend, cachekey, config, fsutil, log, optrecords, proc, sideinputs, toolchain
 from .backend import PLACEHOLDERS, Job
 from .cache import OBJECTS, Cache, Entry
 from .errors import Reason, ToolFailed
@@ -325,7 +325,7 @@ class Executor:
     def _options(self, state: JobState) -> None:
         """The job's recorded options (or what stands in for them) and its command line."""
         job = state.job
-        recorded = records.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
+        recorded = optrecords.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
         if recorded is None:
             state.unrecorded = True
             recorded = self.backend.unrecorded(job.module)
@@ -409,22 +409,14 @@ class Executor:
 
     def _rejected(self, options: tuple[str, ...]) -> list[str]:
         if options not in self._rejects:
-            import json
-
             from .cache import TOOLCHAINS
 
             key = cachekey.digest_bytes("\0".join(["clang rejects", self.res.compiler, *options]).encode())
-            entry = self.res.cache.get(TOOLCHAINS, key)
-            found = None
-            if entry is not None:
-                try:
-                    found = json.loads(entry.payload)
-                except ValueError:
-                    found = None
+            found = self.res.cache.get_data(TOOLCHAINS, key, lambda data: [str(o) for o in data])
             if found is None:
                 clang = self.backend.argv(*PLACEHOLDERS, [])[0]
                 found = toolchain.rejected_options(clang, list(options))
-                self.res.cache.put(TOOLCHAINS, key, {}, json.dumps(found).encode())
+                self.res.cache.put_data(TOOLCHAINS, key, found)
             self._rejects[options] = found
         return self._rejects[options]
 

@@ -20,7 +20,6 @@ holds it so: tests/test_linkmemo.py.
 
 from __future__ import annotations
 
-import marshal
 import os
 import sys
 import time
@@ -107,16 +106,10 @@ class Lane:
 
     def _restore(self, cache: Cache) -> list[str] | None:
         """The ld.lld argv of the restored link, or None on a miss."""
-        entry = cache.get(LINKS, self.key)
-        if entry is None:
+        data = cache.get_data(LINKS, self.key, _direct_entry)
+        if data is None:
             return None
-        try:
-            data = marshal.loads(entry.payload)
-            stamped, stamp, configs, absent = data["stamped"], data["stamp"], data["configs"], data["absent"]
-            files, result_key, relocatable, argv = data["files"], data["result"], data["relocatable"], data["argv"]
-        except (ValueError, EOFError, TypeError, KeyError):
-            cache.stats.add("bad_entries")
-            return None
+        stamped, stamp, configs, absent, files, result_key, relocatable, argv = data
         if cachekey.stamp(stamped) != stamp or any(os.path.isfile(p) for p in absent):
             return None
         if any(cachekey.file_digest(path) != d for path, d in (*configs, *files)):
@@ -139,7 +132,13 @@ class Lane:
         c = self.checks
         data = {"stamped": list(c.stamped), "stamp": c.stamp, "configs": [list(f) for f in c.configs], "absent": absent,
                 "files": [list(f) for f in files], "result": result_key, "relocatable": relocatable, "argv": argv}
-        cache.put(LINKS, self.key, {}, marshal.dumps(data))
+        cache.put_data(LINKS, self.key, data)
+
+
+def _direct_entry(data: dict) -> tuple:
+    """A direct entry's fields (Lane.store writes them), or KeyError for another shape."""
+    return (data["stamped"], data["stamp"], data["configs"], data["absent"], data["files"], data["result"],
+            data["relocatable"], data["argv"])
 
 
 def lane(real: list[str], args: list[str], real_ld: str, settings: Settings) -> Lane | None:

@@ -27,7 +27,6 @@ makes it unmemoised too: its manifest could name contents the link never saw.
 
 from __future__ import annotations
 
-import marshal
 import os
 from dataclasses import dataclass
 
@@ -151,8 +150,8 @@ class Memo:
         if not self.cache.put(LINKS, result_key, meta, payload):
             return None
         self._store_direct(files, result_key)
-        manifests = [files, *(m for m in self._manifests(count=False) if m != files)][:MAX_MANIFESTS]
-        self.cache.put(LINKS, self.key, {}, marshal.dumps(manifests))
+        manifests = [files, *(m for m in self._manifests() if m != files)][:MAX_MANIFESTS]
+        self.cache.put_data(LINKS, self.key, manifests)
         return None
 
     def _check(self, payload: bytes) -> None:
@@ -171,22 +170,15 @@ class Memo:
             absent = [p for a in self.command.args for p in a.searched]
             self.direct.store(self.cache, self.argv, absent, files, result_key, self.command.relocatable)
 
-    def _manifests(self, count: bool = True) -> list[list[tuple[str, str]]]:
-        entry = self.cache.get(LINKS, self.key)
-        if entry is None:
-            return []
-        try:
-            manifests = [[(str(p), str(d)) for p, d in m] for m in marshal.loads(entry.payload)]
-        except (ValueError, TypeError, EOFError):
-            if count:
-                self.cache.stats.add("bad_entries")
-            return []
-        return manifests
+    def _manifests(self) -> list[list[tuple[str, str]]]:
+        """The fixed key's manifests, newest first. (A bad entry is removed where restore
+        reads it first, so store, reading again, does not count it twice.)"""
+        return self.cache.get_data(LINKS, self.key, lambda data: [[(str(p), str(d)) for p, d in m] for m in data]) or []
 
     def _read_files(self, plan: LinkPlan, workdir: str, backend_reads: list[str]) -> list[tuple[str, str]] | None:
         """Every file the link read, with its digest; None if lld's list is missing or a file
         changed after the link started."""
-        from . import archive, records  # a store, after a whole link: not on the restore path
+        from . import archive, optrecords  # a store, after a whole link: not on the restore path
 
         listed = depfile.read(os.path.join(workdir, DEPFILE))
         if listed is None:
@@ -212,9 +204,9 @@ class Memo:
             if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
                 return None
             files.append((path, cachekey.file_digest(path)))
-        # Option records are touched on every use (records.load), so their times say nothing;
+        # Option records are touched on every use (optrecords.load), so their times say nothing;
         # a compile replaces one whole (atomic rename), and its contents are what counts.
-        kept = {records.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
+        kept = {optrecords.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}
         return files + sorted((path, cachekey.file_digest(path)) for path in kept)
 
     def _write(self, meta: dict, payload: bytes) -> bool:

@@ -36,7 +36,7 @@ TAKES_VALUE = frozenset(["value", "joined", "separate", "letter", "prefix"])
 ROLES = frozenset("""
     output library library-path sysroot whole-archive no-whole-archive start-lib end-lib group
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
-    sample-profile fat-lto-objects no-fat-lto-objects script nostdlib
+    sample-profile fat-lto-objects no-fat-lto-objects script nostdlib emulation
 """.split())
 
 TABLE = """
@@ -154,7 +154,7 @@ flag      --  lto-validate-all-vtables-have-type-infos no-lto-validate-all-vtabl
 flag      --  lto-whole-program-visibility no-lto-whole-program-visibility
 flag      -   M
 flag      *   print-map print-memory-usage
-letter    -   m
+letter    -   m                                     role=emulation
 value     *   Map                                   writes=stored
 flag      *   merge-exidx-entries no-merge-exidx-entries
 value     *   mips-got-size

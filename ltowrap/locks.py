@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import fsutil
+from .cachedirs import LOCKS
 
 POLL = 0.25  # seconds between tries when inotify cannot be had
-LOCKS = "locks"
 
 
 def directory(cache_root: str) -> str:

@@ -1,7 +1,12 @@
-"""The one module that knows the order of the stages of a distributed link.
+"""The order of the stages of a distributed link, from the ld.lld command on.
 
 argv -> LinkCommand (cmdline) -> LinkPlan (plan) -> thin-link jobs (thinlink)
      -> native objects (executor: cache or backend compile) -> final link (finallink)
+
+A driver link (`clang ... -o prog`) has stages before these, which entry._driver orders:
+the direct lane (linkdirect: restored from the driver's command alone), then the
+driver's link line (driverline), then run_linker here. The link memo's lookup and store
+(linkmemo) are ordered here.
 
 Whatever goes wrong inside ltowrap ends in the original command, run unchanged, with
 one `ltowrap:` line saying why, and a counted reason (errors.Reason). Errors of the

@@ -26,7 +26,7 @@ from .cachekey import digest_bytes
 from .cmdline import Arg, LinkCommand
 from .errors import Reason, Unsupported
 from .magic import is_archive, is_bitcode, read_head
-from .records import record_key
+from .optrecords import record_key
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Module:
     path: str  # store path: the module ID in the thin-link and the backend's input
     origin: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
     size: int
-    record_key: str = ""  # records.record_key of the bytes: finds the compile's options
+    record_key: str = ""  # optrecords.record_key of the bytes: finds the compile's options
     split: bool = False  # a split LTO unit: a ThinLTO module and a regular-LTO one (bitcode.module_count)
     new: bool = False  # its bytes were not in the store at its position: no backend object of it can be cached
 

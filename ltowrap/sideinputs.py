@@ -117,23 +117,20 @@ class ModuleReads:
 
     def _asm(self, path: str, digest: str) -> ModuleAsm | str:
         """The module's assembly texts, or why they cannot be read."""
-        import marshal
-
         from .cache import TOOLCHAINS
         from .irmodule import ModuleAsm
 
+        def read(kept: str | list) -> ModuleAsm | str:
+            return kept if isinstance(kept, str) else ModuleAsm(tuple(kept[0]), tuple(kept[1]), bool(kept[2]))
+
         key = cachekey.digest_bytes(f"{self.VERSION}\0{cachekey.FORMAT_VERSION}\0{digest}".encode())
-        entry = self.cache.get(TOOLCHAINS, key) if self.cache is not None else None
-        if entry is not None:
-            try:
-                kept = marshal.loads(entry.payload)
-                return kept if isinstance(kept, str) else ModuleAsm(tuple(kept[0]), tuple(kept[1]), bool(kept[2]))
-            except (ValueError, EOFError, TypeError, IndexError):
-                self.cache.stats.add("bad_entries")
+        known = self.cache.get_data(TOOLCHAINS, key, read) if self.cache is not None else None
+        if known is not None:
+            return known
         found = _read_asm(path)
         if self.cache is not None:
             kept = found if isinstance(found, str) else (found.module, found.templates, found.directive_symbols)
-            self.cache.put(TOOLCHAINS, key, {}, marshal.dumps(kept))
+            self.cache.put_data(TOOLCHAINS, key, kept)
         return found
 
 

@@ -15,13 +15,13 @@ import os
 import time
 
 from . import fsutil
+from .cachedirs import STATS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .errors import Reason
 
 SHARDS = 16
-STATS_DIR = "stats"
 
 # Every counter, one row each: (name, kind, section, label, help). The table drives counting
 # (Stats.add refuses a name that is not in it), `ltowrap stats` (its sections and labels, in
@@ -134,7 +134,7 @@ def reason_text(key: str) -> str:
 
 
 def _shard_path(cache_dir: str, pid: int) -> str:
-    return os.path.join(cache_dir, STATS_DIR, str(pid % SHARDS))
+    return os.path.join(cache_dir, STATS, str(pid % SHARDS))
 
 
 def _number(text: str) -> float:
@@ -200,14 +200,14 @@ def summary(cache_dir: str) -> dict:
     counts: dict[str, float] = {}
     reasons: dict[str, int] = {}
     for i in range(SHARDS):
-        data = _read(os.path.join(cache_dir, STATS_DIR, str(i)))
+        data = _read(os.path.join(cache_dir, STATS, str(i)))
         for k, v in data.get("counts", {}).items():
             counts[k] = counts.get(k, 0) + v
         for k, v in data.get("reasons", {}).items():
             reasons[k] = reasons.get(k, 0) + v
     zeroed: float | None = None
     try:
-        text = fsutil.read_nofollow(os.path.join(cache_dir, STATS_DIR, "zeroed")).decode()
+        text = fsutil.read_nofollow(os.path.join(cache_dir, STATS, "zeroed")).decode()
         if text.startswith("{"):  # written by an older ltowrap: {"at": seconds}
             text = text.partition(":")[2].strip(" }\n")
         zeroed = float(text)
@@ -218,14 +218,14 @@ def summary(cache_dir: str) -> dict:
 
 def zero(cache_dir: str, keep_size: bool = True) -> None:
     """Reset the counters; the size counters survive unless the cache itself was emptied."""
-    fsutil.make_dirs(os.path.join(cache_dir, STATS_DIR))
+    fsutil.make_dirs(os.path.join(cache_dir, STATS))
     for i in range(SHARDS):
-        path = os.path.join(cache_dir, STATS_DIR, str(i))
+        path = os.path.join(cache_dir, STATS, str(i))
         with fsutil.locked(path + ".lock"):
             data = _read(path)
             kept = {k: v for k, v in data.get("counts", {}).items() if keep_size and k in SIZE_COUNTERS}
             fsutil.atomic_write(path, _text(kept, {}))
-    fsutil.atomic_write(os.path.join(cache_dir, STATS_DIR, "zeroed"), f"{time.time()}\n".encode())
+    fsutil.atomic_write(os.path.join(cache_dir, STATS, "zeroed"), f"{time.time()}\n".encode())
 
 
 def cache_bytes(summed: dict) -> int:

@@ -12,7 +12,6 @@ ltowrap did not look) leaves the result uncached, and the record says which.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +39,7 @@ class ThinLinkResult:
     extractions: tuple[str, ...]
     cached: bool
     uncached: str = ""  # why a thin-link that ran was not stored
-    unstored: tuple[str, dict, str] | None = None  # a fresh result to store (key, meta, index directory): store()
+    unstored: tuple[str, dict, str] | None = None  # a fresh result to store (key, its data, index directory): store()
 
 
 
@@ -84,11 +83,10 @@ def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], dige
     executor made; any it did not, an uncacheable job's, is made here)."""
     if result.unstored is None:
         return
-    key, meta, idx = result.unstored
-    record = [{"rel": j.output[len(idx) :], "shard": base64.b64encode(j.shard).decode(), "imports": list(j.imports),
-               "identity": identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)}
-              for j in result.jobs]
-    cache.put(THINLINKS, key, meta, _encode_record(record))
+    key, data, idx = result.unstored
+    jobs = [(j.output[len(idx) :], j.shard, list(j.imports),
+             identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)) for j in result.jobs]
+    cache.put_data(THINLINKS, key, {**data, "jobs": jobs})
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
@@ -152,11 +150,10 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
     unstored = None
     if thin_key is not None and not unkeyed:
-        meta = {"prefix": store_prefix, "regular": [p[len(store_prefix) :] for p in regular],
-                "extractions": list(extractions)}
-        if full is not None:
-            meta["full_lto"] = full  # the hit must give the final link the same object
-        unstored = (thin_key, meta, idx)
+        # full: the hit must give the final link the same object.
+        unstored = (thin_key, {"prefix": store_prefix, "full_lto": full,
+                               "regular": [p[len(store_prefix) :] for p in regular],
+                               "extractions": list(extractions)}, idx)
     if thin_key is not None:
         cache.stats.add("thinlink_misses")
     uncached = f"it read {unkeyed[0]}, which its key did not cover" if unkeyed else ""
@@ -199,35 +196,31 @@ def _check(cache: Cache, hit: ThinLinkResult, hit_object: bytes | None, fresh: T
                    (fresh.regular_modules, fresh_object, fresh.extractions), "a cached thin-link")
 
 
-def _encode_record(record: list[dict]) -> bytes:
-    import json
-
-    return json.dumps(record).encode()
-
-
 def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_prefix: str) -> ThinLinkResult | None:
-    import json
-
-    entry = cache.get(THINLINKS, thin_key)
-    if entry is None or entry.meta.get("prefix") != store_prefix:
-        return None
-    by_path = plan.by_path()
     idx = os.path.join(workdir, "idx") + "/"
-    jobs = []
-    try:
-        for item in json.loads(entry.payload):
-            module = by_path[store_prefix + item["rel"]]
-            out = idx + item["rel"]
-            jobs.append(Job(module, base64.b64decode(item["shard"]), out + ".thinlto.bc", tuple(item["imports"]), out,
-                            item["identity"]))
-        regular = tuple(by_path[store_prefix + rel].path for rel in entry.meta["regular"])
-        full = entry.meta.get("full_lto") if regular else None
+
+    def read(data: dict) -> tuple[list[Job], tuple[str, ...], bytes | None, tuple[str, ...]] | None:
+        """The record's jobs, regular-LTO modules and object, extractions; None if it was made
+        under another store (a plain miss); KeyError, TypeError, ValueError for another shape."""
+        if data["prefix"] != store_prefix:
+            return None
+        by_path = plan.by_path()
+        jobs = []
+        for rel, shard, imports, identity in data["jobs"]:
+            if not isinstance(shard, bytes):
+                raise TypeError("a shard that is not bytes")
+            out = idx + rel
+            jobs.append(Job(by_path[store_prefix + rel], shard, out + ".thinlto.bc", tuple(imports), out, identity))
+        regular = tuple(by_path[store_prefix + rel].path for rel in data["regular"])
+        full = data["full_lto"] if regular else None
         if regular and not isinstance(full, bytes):
             raise ValueError("no regular-LTO object")
-        extractions = tuple(str(name) for name in entry.meta["extractions"])
-    except (KeyError, ValueError, TypeError):
-        cache.stats.add("bad_entries")
+        return jobs, regular, full, tuple(str(name) for name in data["extractions"])
+
+    found = cache.get_data(THINLINKS, thin_key, read)
+    if found is None:
         return None
+    jobs, regular, full, extractions = found
     full_obj = None
     if full is not None:
         full_obj = os.path.join(workdir, "full-lto.o")

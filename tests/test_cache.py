@@ -352,3 +352,23 @@ def test_stats_shards_of_an_older_ltowrap_are_still_counted(tmp_path):
     assert after["counts"] == {"link_hits": 3, "cpu_saved_seconds": 1.75}
     assert after["reasons"] == {"no-bitcode": 1}
     assert shard.read_text().startswith("count ")  # rewritten in today's format
+
+
+def test_structured_payloads_are_one_format_and_a_bad_one_is_a_counted_miss(tmp_path):
+    """put_data/get_data: marshalled data, bytes as they are; a payload that does not decode, or
+    holds data of another shape, is removed and counted; an older ltowrap's entry is a plain miss."""
+    from ltowrap import cache, stats
+
+    counts = stats.Stats()
+    c = cache.Cache(str(tmp_path), counts)
+    c.put_data("c", "k1", {"jobs": [("a.o", b"BC\xc0\xde", ["b.o"], "id")]})
+    assert c.get_data("c", "k1", lambda d: d) == {"jobs": [("a.o", b"BC\xc0\xde", ["b.o"], "id")]}
+    c.put("c", "k2", {}, b"\xff\xfe")  # a well-formed entry whose payload is no marshalled data
+    assert c.get_data("c", "k2", lambda d: d) is None
+    assert counts.counts["bad_entries"] == 1 and not os.path.exists(c.path("c", "k2"))
+    c.put_data("c", "k3", ["a list"])
+    assert c.get_data("c", "k3", cache.text_data) is None  # another shape
+    assert counts.counts["bad_entries"] == 2
+    old = Path(c.path("c", "k1"))
+    old.write_bytes(b"LTOWRAP2" + old.read_bytes()[8:])
+    assert c.get_data("c", "k1", lambda d: d) is None and counts.counts["bad_entries"] == 2

@@ -181,13 +181,13 @@ def test_launcher_form_with_a_named_compiler_uses_exactly_that_one(lone, tmp_pat
 
 def test_launcher_form_wrapping_a_named_ltowrap_entry_records_once_without_python(lone, tmp_path):
     """`ltowrap /venv/bin/ltowrap-clang -flto=thin -c ...`: the inner entry passes through, the outer records."""
-    from ltowrap import records
+    from ltowrap import optrecords
 
     d, env = lone
     env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cache")
     run([str(d / "ltowrap"), str(d / "ltowrap-clang"), "-O1", "-flto=thin", "-c", "a.c", "-o", "a.o"], tmp_path, env=env)
-    key = records.record_key((tmp_path / "a.o").read_bytes())
-    assert records.load(str(tmp_path / "cache"), key) == ["-O1"]
+    key = optrecords.record_key((tmp_path / "a.o").read_bytes())
+    assert optrecords.load(str(tmp_path / "cache"), key) == ["-O1"]
 
 
 @pytest.mark.parametrize("args", LAUNCHED_SLOW, ids=" ".join)
@@ -222,18 +222,18 @@ def test_installed_entry_is_the_sh_script():
 
 
 def test_thinlto_compile_is_recorded_in_sh_as_python_records_it(lone, tmp_path):
-    from ltowrap import records
+    from ltowrap import optrecords
 
     d, env = lone
     cache = tmp_path / "cache"
     env["LTOWRAP_CACHE_DIR"] = str(cache)
     flags = ["-O1", "-fno-unroll-loops", "-flto=thin", "-c", "a.c"]
     run([str(d / "ltowrap-clang"), *flags, "-o", "a.o"], tmp_path, env=env)  # sh: -o FILE
-    key = records.record_key((tmp_path / "a.o").read_bytes())
-    assert records.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
+    key = optrecords.record_key((tmp_path / "a.o").read_bytes())
+    assert optrecords.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
     (cache / "r").rename(tmp_path / "sh-records")
     run([str(BIN / "ltowrap-clang"), *flags, "-oa.o"], tmp_path, env=env)  # -oFILE: Python
-    assert records.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
+    assert optrecords.load(str(cache), key) == ["-O1", "-fno-unroll-loops"]
     assert oct((cache / "r").stat().st_mode & 0o777) == oct(0o700)
 
 

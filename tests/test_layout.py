@@ -74,7 +74,7 @@ def test_the_check_finds_a_cycle():
     assert graph_violations(["ltowrap.a", "ltowrap.b"], imports) == ["ltowrap.a imports ltowrap.b, listed after it"]
 
 
-@pytest.mark.parametrize("entry", ["ltowrap.entry", "ltowrap.config", "ltowrap.records", "ltowrap.proc"])
+@pytest.mark.parametrize("entry", ["ltowrap.entry", "ltowrap.config", "ltowrap.optrecords", "ltowrap.proc"])
 def test_the_compile_path_imports_nothing_heavy(entry):
     """Each of these costs 5-20 ms to import: too much for a module every compile may load."""
     heavy = ["subprocess", "dataclasses", "typing", "enum", "json", "xxhash", "tomllib", "re"]

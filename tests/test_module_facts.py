@@ -261,3 +261,31 @@ def test_dtlto_record_less_module_keeps_lld_relocation_model(project, tc22):
     argv = pic.argv("m.o", "m.o.thinlto.bc", "m.native.o", opts)
     assert argv.index(f"--target={TRIPLE}") > argv.index("--target=x86_64-pc-linux-gnu")
     assert argv.index("-fpic", 5) > argv.index(f"--target={TRIPLE}")
+
+
+# --- link_options: the link's CPU, spelled for the link's target ---
+
+
+@pytest.mark.parametrize("emulation, want", [
+    ("elf_x86_64", "-march=znver3"), ("elf_i386", "-march=znver3"), ("elf32_x86_64", "-march=znver3"),
+    ("aarch64linux", "-mcpu=znver3"), ("armelf_linux_eabi", "-mcpu=znver3"), ("elf64lriscv", "-mcpu=znver3"),
+    ("elf64lppc", "-mcpu=znver3"), ("elf64_s390", "-march=znver3"), ("elf32btsmip", "-march=znver3"),
+])
+def test_the_links_cpu_is_spelled_for_its_emulation_not_this_machine(emulation, want):
+    """-plugin-opt=mcpu= becomes -march= or -mcpu= by the link's target (its -m), whatever the
+    host: a cross link from x86 to AArch64 must not give the backends -march=<cpu>."""
+    from ltowrap.cmdline import parse
+
+    cmd = parse(["-m", emulation, "-plugin-opt=mcpu=znver3", "a.o", "-o", "prog"])
+    assert cmd.emulation == emulation
+    assert backend.link_options(cmd) == ["-O2", want, "-ffunction-sections", "-fdata-sections"]
+
+
+def test_without_an_emulation_the_cpu_is_spelled_for_this_machine(monkeypatch):
+    from ltowrap.cmdline import parse
+
+    cmd = parse(["-plugin-opt=mcpu=cortex-a72", "a.o", "-o", "prog"])
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6", "#1", "aarch64")))
+    assert backend.link_options(cmd)[1] == "-mcpu=cortex-a72"
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6", "#1", "x86_64")))
+    assert backend.link_options(cmd)[1] == "-march=cortex-a72"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from .. import bitcode
 from ..backend import Job
 from . import protos
-from .client import Key, digest, key_of
+from .client import Key, digest_message, key_of
 
 SHARD = "index.thinlto.bc"
 OUTPUT = "out.o"
@@ -81,7 +81,7 @@ def _identity(identity: str, platform: dict[str, str]) -> tuple[Key, dict[Key, b
     root_key, root_data = _serialized(protos.Directory())
     command = protos.Command(arguments=[IDENTITY_TOOL, identity], output_files=[OUTPUT], platform=_platform(platform))
     command_key, command_data = _serialized(command)
-    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key),
+    action = protos.Action(command_digest=digest_message(command_key), input_root_digest=digest_message(root_key),
                            platform=_platform(platform))
     action_key, action_data = _serialized(action)
     return action_key, {root_key: root_data, command_key: command_data, action_key: action_data}
@@ -115,13 +115,13 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     for path, name in sorted(names.items(), key=lambda item: item[1]):
         key, data = files.get(path)
         blobs[key] = data
-        modules.files.add(name=os.path.basename(name), digest=digest(key))
+        modules.files.add(name=os.path.basename(name), digest=digest_message(key))
     modules_key, modules_data = _serialized(modules)
     shard_key = key_of(shard)
     blobs[shard_key] = shard
     root = protos.Directory()
-    root.files.add(name=SHARD, digest=digest(shard_key))
-    root.directories.add(name=MODULES, digest=digest(modules_key))
+    root.files.add(name=SHARD, digest=digest_message(shard_key))
+    root.directories.add(name=MODULES, digest=digest_message(modules_key))
     root_key, root_data = _serialized(root)
 
     properties = _platform(platform)
@@ -132,7 +132,8 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     if toolchain:
         command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=toolchain)
     command_key, command_data = _serialized(command)
-    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties)
+    action = protos.Action(command_digest=digest_message(command_key), input_root_digest=digest_message(root_key),
+                           platform=properties)
     action.timeout.seconds = timeout_seconds
     action_key, action_data = _serialized(action)
     blobs.update({modules_key: modules_data, root_key: root_data, command_key: command_data, action_key: action_data})
@@ -147,8 +148,8 @@ def probe(argv: list[str], platform: dict[str, str], timeout_seconds: int) -> Ba
     properties = _platform(platform)
     command_key, command_data = _serialized(protos.Command(arguments=argv, platform=properties))
     root_key, root_data = _serialized(protos.Directory())
-    action = protos.Action(command_digest=digest(command_key), input_root_digest=digest(root_key), platform=properties,
-                           do_not_cache=True)
+    action = protos.Action(command_digest=digest_message(command_key), input_root_digest=digest_message(root_key),
+                           platform=properties, do_not_cache=True)
     action.timeout.seconds = timeout_seconds
     action_key, action_data = _serialized(action)
     blobs = {command_key: command_data, root_key: root_data, action_key: action_data}

@@ -63,7 +63,7 @@ def key_of(data: bytes) -> Key:
     return hashlib.sha256(data).hexdigest(), len(data)
 
 
-def digest(key: Key):
+def digest_message(key: Key):
     return protos.Digest(hash=key[0], size_bytes=key[1])
 
 
@@ -322,7 +322,7 @@ class Client:
         missing: set[Key] = set()
         for i in range(0, len(wanted), 2000):
             request = protos.FindMissingBlobsRequest(instance_name=self.endpoint.instance,
-                                                     blob_digests=[digest(k) for k in wanted[i : i + 2000]])
+                                                     blob_digests=[digest_message(k) for k in wanted[i : i + 2000]])
             response = self._unary(V2 + "ContentAddressableStorage/FindMissingBlobs", request,
                                    protos.FindMissingBlobsResponse, "FindMissingBlobs")
             missing.update((d.hash, d.size_bytes) for d in response.missing_blob_digests)
@@ -348,7 +348,7 @@ class Client:
     def _batch_update(self, batch: list[tuple[Key, bytes]]) -> None:
         request = protos.BatchUpdateBlobsRequest(instance_name=self.endpoint.instance)
         for key, data in batch:
-            request.requests.add(digest=digest(key), data=data)
+            request.requests.add(digest=digest_message(key), data=data)
         response = self._unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs", request,
                                protos.BatchUpdateBlobsResponse, "BatchUpdateBlobs", batch=True)
         for r in response.responses:
@@ -388,7 +388,7 @@ class Client:
         if key[1] == 0:
             return b""
         if key[1] <= self.batch_limit - BATCH_MARGIN:
-            request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest(key)])
+            request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest_message(key)])
             response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
                                    protos.BatchReadBlobsResponse, "BatchReadBlobs", batch=True)
             found = [r for r in response.responses if r.digest.hash == key[0]]
@@ -413,7 +413,7 @@ class Client:
 
     def get_action_result(self, action: Key):
         """The cached result, or None when the action cache has none."""
-        request = protos.GetActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest(action),
+        request = protos.GetActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest_message(action),
                                                 inline_stderr=True)
         call = self.channel.unary_unary(V2 + "ActionCache/GetActionResult",
                                         request_serializer=lambda m: m.SerializeToString(),
@@ -430,7 +430,7 @@ class Client:
         return self._retrying("GetActionResult", attempt)
 
     def update_action_result(self, action: Key, result) -> None:
-        request = protos.UpdateActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest(action),
+        request = protos.UpdateActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest_message(action),
                                                    action_result=result)
         self._unary(V2 + "ActionCache/UpdateActionResult", request, protos.ActionResult, "UpdateActionResult")
 
@@ -486,7 +486,7 @@ class Client:
                     stream = wait(protos.WaitExecutionRequest(name=name), timeout=left, metadata=self.metadata)
                 else:
                     stream = execute(protos.ExecuteRequest(instance_name=self.endpoint.instance,
-                                                           action_digest=digest(action)),
+                                                           action_digest=digest_message(action)),
                                      timeout=left, metadata=self.metadata)
                 handle.watch(stream)
                 for op in stream:

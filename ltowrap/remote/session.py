@@ -26,7 +26,7 @@ from ..backend import PLACEHOLDERS, Job
 from ..fsutil import read_bytes
 from ..stats import Stats
 from . import action, protos
-from .client import Client, Endpoint, Key, RemoteError, Running, digest, key_of
+from .client import Client, Endpoint, Key, RemoteError, Running, digest_message, key_of
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -285,7 +285,7 @@ class Session:
             return False
         out = key_of(obj)
         result = protos.ActionResult(exit_code=0)
-        result.output_files.add(path=action.OUTPUT, digest=digest(out))
+        result.output_files.add(path=action.OUTPUT, digest=digest_message(out))
         return self._share(a, result, {out: obj})
 
     def _share(self, a: action.BackendAction, result, blobs: dict[Key, bytes] | None = None) -> bool:

@@ -15,13 +15,13 @@ import os
 import sys
 
 from . import driverargs, fsutil, proc
+from .cachedirs import RECORDS
 from .magic import ELF, is_bitcode
 
-RECORD_DIR = "r"
 
-
-def record_path(cache_dir: str, digest: str) -> str:
-    return os.path.join(cache_dir, RECORD_DIR, digest[:2], digest)
+def record_path(cache_dir: str, key: str) -> str:
+    """Where the record of a module with this record_key lives."""
+    return os.path.join(cache_dir, RECORDS, key[:2], key)
 
 
 def record_key(bitcode: bytes) -> str:
