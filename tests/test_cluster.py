@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
+from helpers import run
 from needs import require_module
 from reapi_server import exec_server, replay_dir
 from test_remote import buildgrid, counters, link_all, links_of, machine, many_modules, toolchain_line  # noqa: F401

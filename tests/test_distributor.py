@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import log_lines, run, stats_json, wrapper, write
+from helpers import log_lines, run, stats_json, wrapper, write
 from test_jobserver import TokenPool, compile_all, make_program
 from test_sharing import backend_pids, distributor_pids
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, write
+from helpers import Toolchain, run, write
 from needs import missing
 from test_linkmemo import sysroot
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, run, stats_json, wrapper, write
 from test_linkmemo import env_of, sysroot
 
 PROG_C = '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n'

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, run, write
+from helpers import BIN, run, write
 from ltowrap import driverargs
 
 REPO = Path(__file__).resolve().parent.parent

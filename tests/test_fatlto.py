@@ -4,7 +4,7 @@ for plain objects and archive members alike; without the option, the native code
 distributed link does the same: the bitcode is a module, and the final link gets the object
 compiled from it in the fat object's place.
 
-FatLTO came in LLVM 17: these run on the releases of conftest.LLVM_VERSIONS whose ld.lld
+FatLTO came in LLVM 17: these run on the releases of helpers.LLVM_VERSIONS whose ld.lld
 says it takes --fat-lto-objects (toolchain.lld_facts); on the others (clang 14 ignores
 -ffat-lto-objects, lld 14 has no --fat-lto-objects) tests/test_versions.py's test_gates
 checks that such a link runs unchanged, with lld's own error.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LLVM_VERSIONS, Toolchain, links, run, toolchain, wrapper, write
+from helpers import LLVM_VERSIONS, Toolchain, links, run, toolchain, wrapper, write
 from ltowrap import elf
 from ltowrap import toolchain as tools
 from test_link import compile_lto, expected_output, lw_env, sources
@@ -28,7 +28,7 @@ FAT = ("-ffat-lto-objects",)
 
 def _fat_versions() -> list[int]:
     """The releases whose ld.lld takes --fat-lto-objects, as it says (one not installed is kept:
-    conftest.toolchain then says it is missing)."""
+    helpers.toolchain then says it is missing)."""
     found = []
     for v in LLVM_VERSIONS:
         lld = str(Toolchain(v).lld)

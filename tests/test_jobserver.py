@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import links, run, wrapper, write
+from helpers import links, run, wrapper, write
 from ltowrap import cache as cache_mod
 
 HEAVY = """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, run, stats_json, wrapper, write
 
 MAIN_C = """
 #include <stdio.h>

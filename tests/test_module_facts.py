@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, log_lines, refusals, run, stats_json, wrapper, write
+from helpers import Toolchain, links, log_lines, refusals, run, stats_json, wrapper, write
 from ltowrap import backend, irmodule
 from ltowrap.bitcode import BadBitcode
 from ltowrap.distributor import DtltoBackend

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import links, run, wrapper, write
+from helpers import links, run, wrapper, write
 
 from ltowrap import shardkey
 

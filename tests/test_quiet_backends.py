@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import links, run, wrapper, write
+from helpers import links, run, wrapper, write
 
 BIG_C = "#include <string.h>\nint big(const char *s) { char buf[4096]; strcpy(buf, s); return buf[100] + (int)strlen(buf); }\n"
 MAIN_C = "int big(const char *s);\nint main(int c, char **v) { (void)c; return big(v[0]) > 1000; }\n"

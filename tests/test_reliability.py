@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, run, stats_json, wrapper, write
 from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, stats_json, wrapper, write
+from helpers import Toolchain, run, stats_json, wrapper, write
 from needs import require_module
 from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import log_lines, stats_json
+from helpers import log_lines, stats_json
 from needs import require_module
 from reapi_server import buildgrid_or_missing, cache_server
 from test_distributor import _build

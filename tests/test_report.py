@@ -10,7 +10,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-from conftest import Toolchain, links, run, wrapper
+from helpers import Toolchain, links, run, wrapper
 from test_link import prepared
 
 from ltowrap import report

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from conftest import run, write
+from helpers import run, write
 
 from ltowrap import bitcode, cachekey, interface, shardkey
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import have, links, run, stats_json, wrapper, write
+from helpers import have, links, run, stats_json, wrapper, write
 from test_jobserver import compile_all, make_program, max_overlap
 from ltowrap import locks
 

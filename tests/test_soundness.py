@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, toolchain, wrapper
+from helpers import BIN, toolchain, wrapper
 from needs import missing
 
 CASES_DIR = Path(__file__).resolve().parent / "soundness"

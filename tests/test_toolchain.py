@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, write
+from helpers import Toolchain, run, write
 
 from ltowrap import cachekey, toolchain
 from ltowrap.cache import Cache

@@ -1,4 +1,4 @@
-"""Every clang/lld Debian bookworm ships (13, 14, 15, 16, 19, 22: conftest.ALL_VERSIONS), each
+"""Every clang/lld Debian bookworm ships (13, 14, 15, 16, 19, 22: helpers.ALL_VERSIONS), each
 on its own: the core of a distributed link, its summary format, the features that came in
 some release, and setups that mix releases.
 
@@ -35,7 +35,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
+from helpers import Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
 from ltowrap import bitcode, cachekey, shardkey
 from ltowrap import toolchain as tools
 

@@ -1,0 +1,260 @@
+"""What the test modules share: the toolchains, running ltowrap and reading what it wrote, the
+environment it runs in, the processes it starts (from /proc), and waiting for something to happen.
+
+tests/conftest.py holds the fixtures; integration/ imports this module too (its __init__ puts
+tests/ on sys.path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from needs import missing
+
+BIN = Path(sys.executable).parent  # the venv ltowrap is installed in
+# Every test that takes `tc` runs on both; dev/setup installs both. One that is missing
+# skips visibly here and fails the run in CI (needs.missing), never drops out unseen.
+LLVM_VERSIONS = (22, 14)
+# Every clang/lld/llvm release Debian bookworm ships (dev/setup installs all six): the tests
+# that take `any_tc` (tests/test_versions.py: a small core, the summary format, the gates)
+# run on each, and so does lua's fidelity check (integration/test_versions_lua.py, 22's in
+# integration/test_fidelity.py); tests/test_ldscript.py takes each ld.lld.
+ALL_VERSIONS = (22, 19, 16, 15, 14, 13)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    version: int
+
+    @property
+    def bindir(self) -> Path:
+        return Path(f"/usr/lib/llvm-{self.version}/bin")
+
+    @property
+    def clang(self) -> str:
+        return str(self.bindir / "clang")
+
+    @property
+    def clangxx(self) -> str:
+        return str(self.bindir / "clang++")
+
+    @property
+    def lld(self) -> str:
+        return str(self.bindir / "ld.lld")
+
+    @property
+    def ar(self) -> str:
+        return str(self.bindir / "llvm-ar")
+
+
+def toolchain(version: int) -> Toolchain:
+    """clang/lld `version` (Debian's /usr/lib/llvm-N), or needs.missing saying which is not installed."""
+    tc = Toolchain(version)
+    absent = [p for p in (tc.clang, tc.clangxx, tc.lld, tc.ar) if not Path(p).exists()]
+    if absent:
+        missing(f"LLVM {version}: {', '.join(absent)}", f"dev/setup installs clang-{version} lld-{version} llvm-{version}")
+    return tc
+
+
+def run(cmd: list[str], cwd: Path | str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{cmd} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+    return done
+
+
+def wrapper(name: str) -> str:
+    return str(BIN / name)
+
+
+def log_lines(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "ltowrap.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def links(tmp_path: Path) -> list[dict]:
+    return [r for r in log_lines(tmp_path) if r["tool"].startswith("ld.lld")]
+
+
+def stats_json(env: dict | None = None) -> dict:
+    done = subprocess.run([wrapper("ltowrap"), "stats", "--json"], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def refusals(read, data: bytes, seed: int, rounds: int) -> int:
+    """Flip 1-4 random bits (past the magic) of `data`, `rounds` times, and call `read` on each
+    copy: how many times it raised BadBitcode. Anything else it raises fails the test."""
+    import random
+
+    from ltowrap.bitcode import BadBitcode
+
+    rng = random.Random(seed)
+    refused = 0
+    for _ in range(rounds):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(4, len(damaged))] ^= 1 << rng.randrange(8)
+        try:
+            read(bytes(damaged))
+        except BadBitcode:
+            refused += 1
+    return refused
+
+
+# --- the environment ltowrap runs in ----------------------------------------------------------
+
+# The caller's settings a test must not inherit: ltowrap's own (LTOWRAP_*), ccache's (CCACHE_*),
+# make's jobserver and recursion, and what a build system takes from the environment.
+CALLER_PREFIXES = ("LTOWRAP_", "CCACHE_")
+CALLER_SETTINGS = frozenset({
+    "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "LIBS",
+    "AR", "RANLIB", "CC_LD", "CXX_LD", "NINJA_STATUS", "CMAKE_GENERATOR", "CMAKE_BUILD_PARALLEL_LEVEL",
+    "CTEST_PARALLEL_LEVEL"})
+
+
+def callers_setting(name: str) -> bool:
+    return name.startswith(CALLER_PREFIXES) or name in CALLER_SETTINGS
+
+
+def isolation(tmp: Path) -> dict[str, str]:
+    """A cache, log and (absent) config file of its own under `tmp`: never the user's."""
+    return {"LTOWRAP_CACHE_DIR": str(tmp / "cache"), "LTOWRAP_LOG": str(tmp / "ltowrap.log"),
+            "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
+
+
+def ltowrap_env(tc: Toolchain | None = None, **settings: str) -> dict[str, str]:
+    """The environment to run ltowrap in: this process's (under pytest, conftest.isolated_env has
+    given the test its own cache, log and config), LTOWRAP_CLANG naming `tc`'s clang when
+    given, and `settings` over both."""
+    env = dict(os.environ)
+    if tc is not None:
+        env["LTOWRAP_CLANG"] = tc.clang
+    env.update(settings)
+    return env
+
+
+def clean_env(tmp: Path | None = None, **settings: str) -> dict[str, str]:
+    """The caller's environment without its ltowrap, ccache, make or build settings
+    (callers_setting); with `tmp`, ltowrap's isolation under it; `settings` over both.
+    For what runs outside pytest's conftest (integration/) or must not inherit the test's own."""
+    env = {k: v for k, v in os.environ.items() if not callers_setting(k)}
+    if tmp is not None:
+        env.update(isolation(tmp))
+    env.update(settings)
+    return env
+
+
+# --- processes, from /proc ----------------------------------------------------------------------
+
+
+def cmdline(pid: int) -> list[bytes]:
+    """Its argv ([] once it is gone, or a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def environ(pid: int) -> bytes:
+    """Its environment as /proc has it (b"" once it is gone, or not ours to read)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command's name: state, parent, ... ([] once gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def alive(pid: int) -> bool:
+    """Running or stopped: not gone, and not a zombie no one has reaped yet."""
+    state = _stat(pid)
+    return bool(state) and state[0] != "Z"
+
+
+def parent_pid(pid: int) -> int:
+    state = _stat(pid)
+    return int(state[1]) if state else 0
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def open_files(pid: int) -> set[str]:
+    """What its file descriptors point at (empty once it is gone)."""
+    try:
+        return {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return set()
+
+
+def pids(argv: Callable[[list[bytes]], bool], env_has: bytes | None = None) -> list[int]:
+    """The processes other than this one whose argv `argv` accepts and, with `env_has`, whose
+    environment holds those bytes (a test's cache directory tells its processes from others')."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        if argv(cmdline(pid)) and (env_has is None or env_has in environ(pid)):
+            found.append(pid)
+    return found
+
+
+def backend_pids(marker: bytes) -> list[int]:
+    """Backend compiles ltowrap started for the test whose cache directory is `marker`."""
+    return pids(lambda argv: b"-fthinlto-index" in b" ".join(argv), marker)
+
+
+def distributor_pids(marker: bytes) -> list[int]:
+    """ltowrap-distributor processes of this test (not the clang and lld that name it, nor a child
+    it is starting, which shows its command line until it execs)."""
+    found = pids(lambda argv: any(a.endswith(b"/ltowrap-distributor") for a in argv[:2]), marker)
+    return [p for p in found if parent_pid(p) not in found]
+
+
+# --- waiting ------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, running: Sequence[subprocess.Popen] = (),
+               every: float = 0.01) -> T:
+    """Poll `predicate` until it returns something true, and return that. Fail saying `what` was
+    waited for in vain if `timeout` seconds pass first, or one of the `running` processes ends."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        for p in running:
+            assert p.poll() is None, f"{what}: {p.args!r} ended first, status {p.returncode}"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(every)
+    return value
