@@ -141,25 +141,33 @@ def isolation(tmp: Path) -> dict[str, str]:
             "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
 
 
-def ltowrap_env(tc: Toolchain | None = None, **settings: str) -> dict[str, str]:
+def ltowrap_env(tc: Toolchain | None = None, **settings: str | None) -> dict[str, str]:
     """The environment to run ltowrap in: this process's (under pytest, conftest.isolated_env has
     given the test its own cache, log and config), LTOWRAP_CLANG naming `tc`'s clang when
-    given, and `settings` over both."""
+    given, and `settings` over both (one given as None is unset)."""
     env = dict(os.environ)
     if tc is not None:
         env["LTOWRAP_CLANG"] = tc.clang
-    env.update(settings)
-    return env
+    return _over(env, settings)
 
 
-def clean_env(tmp: Path | None = None, **settings: str) -> dict[str, str]:
+def clean_env(tmp: Path | None = None, **settings: str | None) -> dict[str, str]:
     """The caller's environment without its ltowrap, ccache, make or build settings
-    (callers_setting); with `tmp`, ltowrap's isolation under it; `settings` over both.
-    For what runs outside pytest's conftest (integration/) or must not inherit the test's own."""
+    (callers_setting); with `tmp`, ltowrap's isolation under it; `settings` over both (one given
+    as None is unset). For what runs outside pytest's conftest (integration/) or must not
+    inherit the test's own settings."""
     env = {k: v for k, v in os.environ.items() if not callers_setting(k)}
     if tmp is not None:
         env.update(isolation(tmp))
-    env.update(settings)
+    return _over(env, settings)
+
+
+def _over(env: dict[str, str], settings: dict[str, str | None]) -> dict[str, str]:
+    for name, value in settings.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 

@@ -9,7 +9,6 @@ CAS, waits the recorded time (20 times faster) and uploads the recorded object.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run
+from helpers import ltowrap_env, run
 from needs import require_module
 from reapi_server import exec_server, replay_dir
 from test_remote import buildgrid, counters, link_all, links_of, machine, many_modules, toolchain_line  # noqa: F401
@@ -44,8 +43,7 @@ def server_beside(tmp_path: Path, tc) -> Iterator:
 
 def local_link(project: Path, tmp_path: Path, tc, objects: list[str]) -> dict:
     """A cold local link of objects into prog-local; its log record."""
-    local = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "local"),
-             "LTOWRAP_LOG": str(tmp_path / "local.log")}
+    local = ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / "local"), LTOWRAP_LOG=str(tmp_path / "local.log"))
     link_all(project, local, objects, "prog-local")
     return links_of(tmp_path / "local.log")[-1]
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import log_lines, run, stats_json, wrapper, write
+from helpers import ltowrap_env, log_lines, run, stats_json, wrapper, write
 from test_jobserver import TokenPool, compile_all, make_program
 from test_sharing import backend_pids, distributor_pids
 
@@ -84,7 +84,7 @@ def test_dtlto_under_make_respects_the_jobserver(project, tmp_path, tc22, tokens
     write(project / "Makefile", f"CC = {tc22.clang}\nCFLAGS = -O2 -flto=thin\nprog: {objs}\n"
           f"\t+$(CC) -fuse-ld=lld -flto=thin -fthinlto-distributor={wrapper('ltowrap-distributor')} -o $@ $^\n")
     # The distributor may run 4 (and the machine's pool has 4 slots): only the jobserver keeps it to 2.
-    done = run(["make", f"-j{tokens + 1}"], project, env={**os.environ, "LTOWRAP_JOBS": "4"})
+    done = run(["make", f"-j{tokens + 1}"], project, env=ltowrap_env(LTOWRAP_JOBS="4"))
     assert "ltowrap" not in done.stderr
     runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
     events = sorted([(b["start"], 1) for b in runs[0]["backends"]] + [(b["end"], -1) for b in runs[0]["backends"]],
@@ -105,7 +105,7 @@ def test_sigterm_stops_the_children_and_returns_the_tokens(project, tmp_path, tc
                         f'echo $? > "{status}"\nexit 1\n')
     distributor.chmod(0o755)
     marker = str(tmp_path / "cache").encode()
-    env = {**os.environ, "LTOWRAP_JOBS": "2", "MAKEFLAGS": pool.makeflags}
+    env = ltowrap_env(LTOWRAP_JOBS="2", MAKEFLAGS=pool.makeflags)
     link = subprocess.Popen([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={distributor}",
                              "-o", "a", *objs], cwd=project, env=env, stderr=subprocess.PIPE)
     deadline = time.time() + 60

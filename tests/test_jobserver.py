@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import links, run, wrapper, write
+from helpers import ltowrap_env, links, run, wrapper, write
 from ltowrap import cache as cache_mod
 
 HEAVY = """
@@ -57,7 +57,7 @@ def test_make_j3_jobserver_limits_concurrency(project, tmp_path, tc22):
     compile_all(project, tc22.clang)
     rules = "".join(f"{p}: {' '.join(objs)}\n\t+$(LINK) -o $@ $^\n" for p, objs in programs.items())
     write(project / "Makefile", f"LINK = {wrapper('ltowrap-clang')} -fuse-ld=lld\nall: a b c\n{rules}")
-    done = run(["make", "-j3"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "4"})
+    done = run(["make", "-j3"], project, env=ltowrap_env(tc22, LTOWRAP_JOBS="4"))
     assert "jobserver" not in done.stderr.lower()
     recs = links(tmp_path)
     assert len(recs) == 3 and all(r["decision"] == "distributed" and r["slots"] == "jobserver" for r in recs)
@@ -105,7 +105,7 @@ def test_every_token_is_returned(project, tmp_path, tc22, style):
     programs = {p: make_program(project, p, 8) for p in ("a", "b")}
     compile_all(project, tc22.clang)
     # Each link may run 4 and the machine's pool has 4 slots: only the jobserver keeps it to 3.
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "MAKEFLAGS": pool.makeflags, "LTOWRAP_JOBS": "4"}
+    env = ltowrap_env(tc22, MAKEFLAGS=pool.makeflags, LTOWRAP_JOBS="4")
     procs = [subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", p, *objs], cwd=project, env=env,
                               pass_fds=pool.pass_fds, stderr=subprocess.PIPE, text=True)
              for p, objs in programs.items()]
@@ -139,7 +139,7 @@ def test_interrupted_link_leaves_nothing_behind(project, tmp_path, tc22, sig):
     objs = make_program(project, "a", 16)
     compile_all(project, tc22.clang)
     cache = tmp_path / "cache"
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "2", "MAKEFLAGS": pool.makeflags}
+    env = ltowrap_env(tc22, LTOWRAP_JOBS="2", MAKEFLAGS=pool.makeflags)
     # Under a shell, as make runs it: the shell reports the link's own end as 128 + the signal.
     proc = subprocess.Popen(["sh", "-c", '"$@"; echo "status $?"', "sh", wrapper("ltowrap-clang"), "-fuse-ld=lld",
                              "-o", "a", *objs], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -162,7 +162,7 @@ def test_interrupted_link_leaves_nothing_behind(project, tmp_path, tc22, sig):
             assert cache_mod.decode(path.read_bytes()) is not None
     assert pool.count() == 1
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "a", *objs], project,
-        env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+        env=ltowrap_env(tc22))
     assert run(["./a"], project).stdout.strip()
 
 

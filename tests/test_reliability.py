@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, links, run, stats_json, wrapper, write
+from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
 from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes
@@ -54,10 +54,6 @@ def chain_program(d: Path, n: int, tweak: int = 0) -> list[str]:
 def compile_all(d: Path, clang: str, *extra: str) -> None:
     for src in sorted(d.glob("*.c")):
         run([clang, "-O2", "-flto=thin", *extra, "-c", src.name], d)
-
-
-def lt_env(tc: Toolchain, **extra: str) -> dict[str, str]:
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
 
 
 def lt_link(tc: Toolchain) -> list[str]:
@@ -216,7 +212,7 @@ def test_16_concurrent_links_on_one_cache(tmp_path, tc22):
         variants.append((reference_output(src, tc22, objs), [src, twin], objs))
     jobs = [(d, out, objs, want) for want, dirs, objs in variants for d in dirs for out in ("prog1", "prog2")]
     assert len(jobs) == 16
-    env = lt_env(tc22)
+    env = ltowrap_env(tc22)
 
     def link(job):
         d, out, objs, _ = job
@@ -341,7 +337,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
 def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc22):
     objs = _kill_program(project, tc22.clang)
     cache = tmp_path / "cache"
-    env = lt_env(tc22, LTOWRAP_JOBS="2")
+    env = ltowrap_env(tc22, LTOWRAP_JOBS="2")
     rng = random.Random(20240607)
     trials = faults = broken = bad = fallbacks = 0
     by_target: Counter[str] = Counter()
@@ -428,7 +424,7 @@ def test_damaged_entry_is_detected_counted_and_rebuilt(project, tmp_path, tc22, 
     compile_all(project, tc22.clang)
     want = reference_output(project, tc22, objs)
     cache = tmp_path / "cache"
-    env = {**lt_env(tc22), "LTOWRAP_MEMO": "0"}  # the entries under the link: the memo would restore it whole
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0")  # the entries under the link: the memo would restore it whole
     run([*lt_link(tc22), "-o", "prog", *objs], project, env=env)
     first = _entries(cache, kind)
     run([*lt_link(tc22), "-o", "prog2", *objs], project, env=env)  # a second thin-link record
@@ -483,7 +479,7 @@ def test_damaged_module_store_copy_is_never_used(tmp_path, tc22, damage):
     want_a = reference_output(d, tc22, ["a.o", "val.o"], "ref_a")
     want_b = reference_output(d, tc22, ["b.o", "val.o"], "ref_b")
     cache = tmp_path / "cache"
-    env = lt_env(tc22)
+    env = ltowrap_env(tc22)
     run([*lt_link(tc22), "-o", "a", "a.o", "val.o"], d, env=env)
     assert run(["./a"], d).stdout == want_a
     (copy,) = [p for p in (cache / "m").rglob("*") if p.name.endswith(f"-{digest_bytes(good)}.o")]
@@ -592,7 +588,7 @@ def warm(project, tc22):
     compile_all(project, tc22.clang)
     run([tc22.ar, "rcs", "libm.a", *objs[1:]], project)
     for out, inputs in (("warm1", objs), ("warm2", ["main.o", "libm.a"])):
-        run([*lt_link(tc22), "-o", out, *inputs], project, env=lt_env(tc22))
+        run([*lt_link(tc22), "-o", out, *inputs], project, env=ltowrap_env(tc22))
     return objs
 
 
@@ -608,14 +604,14 @@ def compare_with_plain_linker(project: Path, tmp_path: Path, tc: Toolchain, args
     kw = dict(cwd=project, capture_output=True, encoding="utf-8", errors="replace")
     if write_sentinel:
         out.write_bytes(SENTINEL)
-    plain = subprocess.run([*plain_link(tc), *args, "-o", str(out)], env=dict(os.environ), **kw)
+    plain = subprocess.run([*plain_link(tc), *args, "-o", str(out)], **kw)
     plain_rc, plain_state, plain_printed = _result(plain, out)
     if write_sentinel:
         out.write_bytes(SENTINEL)
     before = snapshot(cache)
     n = len(links(tmp_path))
     fallbacks = stats_json()["links_fallback"]
-    lt = subprocess.run([*lt_link(tc), *args, "-o", str(out)], env=lt_env(tc), **kw)
+    lt = subprocess.run([*lt_link(tc), *args, "-o", str(out)], env=ltowrap_env(tc), **kw)
     lt_rc, lt_state, lt_printed = _result(lt, out)
     after = snapshot(cache)
     recs = new_link_records(tmp_path, n)
@@ -691,7 +687,7 @@ def test_response_file_backslash_in_single_quotes_names_what_lld_reads(project, 
     write(project / "in.rsp", "'m\\ain.o'\n")
     want = reference_output(project, tc22, ["-Wl,@in.rsp", *objs[1:]])
     assert want != "the wrong main\n"  # lld read main.o
-    run([*lt_link(tc22), "-o", "prog", "-Wl,@in.rsp", *objs[1:]], project, env=lt_env(tc22))
+    run([*lt_link(tc22), "-o", "prog", "-Wl,@in.rsp", *objs[1:]], project, env=ltowrap_env(tc22))
     assert run(["./prog"], project).stdout == want
 
 
@@ -703,7 +699,7 @@ def test_fresh_cache_is_private(project, tmp_path, tc22, debug):
     fresh = tmp_path / "fresh-cache"
     objs = chain_program(project, 2)
     compile_all(project, tc22.clang)
-    run([*lt_link(tc22), "-o", "prog", *objs], project, env=lt_env(tc22, LTOWRAP_CACHE_DIR=str(fresh), LTOWRAP_DEBUG=debug))
+    run([*lt_link(tc22), "-o", "prog", *objs], project, env=ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(fresh), LTOWRAP_DEBUG=debug))
     assert run(["./prog"], project).stdout
     wrong = []
     for root, dirs, files in os.walk(fresh):
@@ -723,7 +719,7 @@ def test_planted_symlink_in_the_cache_is_not_followed(project, tmp_path, tc22, w
     compile_all(project, tc22.clang)
     want = reference_output(project, tc22, objs)
     cache = tmp_path / "cache"
-    env = lt_env(tc22, LTOWRAP_DEBUG="1" if where == "o-key-dump" else "0")
+    env = ltowrap_env(tc22, LTOWRAP_DEBUG="1" if where == "o-key-dump" else "0")
     run([*lt_link(tc22), "-o", "prog", *objs], project, env=env)
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, run, stats_json, wrapper, write
+from helpers import ltowrap_env, Toolchain, run, stats_json, wrapper, write
 from needs import require_module
 from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)
@@ -51,8 +51,8 @@ def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
 
 def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
     """The environment of one 'machine': its own cache directory and log."""
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / name),
-            "LTOWRAP_LOG": str(tmp_path / f"{name}.log"), "LTOWRAP_REMOTE": url, **extra}
+    return ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / name), LTOWRAP_LOG=str(tmp_path / f"{name}.log"),
+                       LTOWRAP_REMOTE=url, **extra)
 
 
 def link(d: Path, env: dict, out: str = "prog") -> subprocess.CompletedProcess[str]:
@@ -148,8 +148,7 @@ def test_a_poisoned_remote_entry_is_caught_by_verify(project, tmp_path, tc22, ca
     prepared(other, tc, flags=("-O3",))
     write(other / "twice.c", "int twice(int x) { return 3 * x; }\n")
     compile_lto(other, tc, "twice", flags=("-O3",))
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "other-cache"),
-           "LTOWRAP_DEBUG": "1"}
+    env = ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / "other-cache"), LTOWRAP_DEBUG="1")
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", "prog", "main.o", "add.o", "mul.o",
          "twice.o"], other, env=env)
     poisoned = next(cache.decode(p.read_bytes()).payload for p in (tmp_path / "other-cache" / "o").rglob("*")
@@ -265,7 +264,7 @@ def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgri
 
 def test_doctor_checks_the_remote(tmp_path, cache_url):
     def doctor(url: str, mode: str = "cache") -> str:
-        env = {**os.environ, "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": mode, "LTOWRAP_REMOTE_TIMEOUT": "2"}
+        env = ltowrap_env(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE=mode, LTOWRAP_REMOTE_TIMEOUT="2")
         return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
     said = doctor(cache_url)
@@ -488,9 +487,9 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         server.start_worker(extra=(("container-image", image),))
 
         def doctor(platform: str) -> str:
-            env = {**os.environ, "LTOWRAP_REMOTE": server.url, "LTOWRAP_REMOTE_MODE": "execute",
-                   "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REMOTE_PLATFORM": platform,
-                   "LTOWRAP_REMOTE_EXEC_TIMEOUT": "5", "LTOWRAP_CACHE_DIR": str(tmp_path / "cache")}
+            env = ltowrap_env(tc22, LTOWRAP_REMOTE=server.url, LTOWRAP_REMOTE_MODE="execute",
+                              LTOWRAP_REMOTE_PLATFORM=platform, LTOWRAP_REMOTE_EXEC_TIMEOUT="5",
+                              LTOWRAP_CACHE_DIR=str(tmp_path / "cache"))
             return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
         said = doctor(f"OSFamily=linux,container-image={image}")
@@ -534,7 +533,7 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
     """execute mode with the local slots on (the default): each job is made once, by one side,
     the split is in the link's log line and in the stats, and the binary is a local build's."""
     objects = many_modules(project, tc22, 24)
-    local = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "local")}
+    local = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "local"))
     link_all(project, local, objects, "prog-local")
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
         # One local slot and two executions in flight: both sides have work to take.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import have, links, run, stats_json, wrapper, write
+from helpers import ltowrap_env, have, links, run, stats_json, wrapper, write
 from test_jobserver import compile_all, make_program, max_overlap
 from ltowrap import locks
 
@@ -101,7 +101,7 @@ def test_make_j2_with_unmarked_recipes_stays_within_two(project, tmp_path, tc22)
     rules = "".join(f"{p}: {' '.join(objs)}\n\t$(LINK) -o $@ $^\n" for p, objs in programs.items())
     write(project / "Makefile", f"LINK = {wrapper('ltowrap-clang')} -fuse-ld=lld\nall: {' '.join(PROGRAMS)}\n{rules}")
     with ProcessTable(tmp_path) as table:
-        done = run(["make", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+        done = run(["make", "-j2"], project, env=ltowrap_env(tc22))
     _check(tmp_path, project, done, table)
 
 
@@ -113,7 +113,7 @@ def test_ninja_j2_stays_within_two(project, tmp_path, tc22):
     write(project / "build.ninja",
           f"rule link\n  command = {wrapper('ltowrap-clang')} -fuse-ld=lld -o $out $in\n{builds}")
     with ProcessTable(tmp_path) as table:
-        done = run(["ninja", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+        done = run(["ninja", "-j2"], project, env=ltowrap_env(tc22))
     _check(tmp_path, project, done, table)
 
 
@@ -123,8 +123,7 @@ def test_unusable_jobserver_is_said_only_when_verbose(project, tmp_path, tc22):
     write(project / "Makefile", f"a: {' '.join(objs)}\n\t{wrapper('ltowrap-clang')} -fuse-ld=lld -o $@ $^\n"
           "doctor:\n\tltowrap doctor\n")
     # Memo off: the second link must reach the backends to say it (the memo would restore it whole).
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0",
-           "PATH": f"{Path(wrapper('ltowrap')).parent}:{os.environ['PATH']}"}
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0", PATH=f"{Path(wrapper('ltowrap')).parent}:{os.environ['PATH']}")
     quiet = run(["make", "-j2", "a"], project, env=env)
     assert quiet.stderr == "" and links(tmp_path)[-1]["slots"] == "pool"
     (project / "a").unlink()
@@ -162,7 +161,7 @@ def _start_together(project: Path, tmp_path: Path, tc22, objs: list[str], jobs: 
     procs = []
     for d, n in zip(("a", "b"), jobs):
         (project / d).mkdir()
-        env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": str(n)}
+        env = ltowrap_env(tc22, LTOWRAP_JOBS=str(n))
         procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog", *(f"../{o}" for o in objs)],
                                       cwd=project / d, env=env, stderr=subprocess.PIPE, text=True))
         deadline = time.time() + 60
@@ -272,7 +271,7 @@ def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, f
     run here if that process died without storing it."""
     objs = make_program(project, "p", 3)
     compile_all(project, tc22.clang)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0"}  # the relink must reach its thin-link
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0")  # the relink must reach its thin-link
     out = f"prog-{os.getpid()}-{first}"
     link = [wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", out, *objs]
     run(link, project, env=env)
@@ -398,7 +397,7 @@ def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
     run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
     expected = run(["./ref"], project).stdout
     held = _holding_all_slots(tmp_path, 2)
-    env = {**os.environ, "LTOWRAP_JOBS": "2"}
+    env = ltowrap_env(LTOWRAP_JOBS="2")
     procs = []
     for d in ("a", "b"):
         (project / d).mkdir()
