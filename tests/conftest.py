@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ALL_VERSIONS, LLVM_VERSIONS, Toolchain, callers_setting, isolation, toolchain
+from reapi_server import buildgrid_or_missing
 
 
 @pytest.fixture(params=LLVM_VERSIONS, ids=[f"llvm{v}" for v in LLVM_VERSIONS])
@@ -40,6 +41,12 @@ def isolated_env(tmp_path, monkeypatch):
         monkeypatch.delenv(var)
     for var, value in isolation(tmp_path).items():
         monkeypatch.setenv(var, value)
+
+
+@pytest.fixture(scope="module")
+def buildgrid() -> None:
+    """BuildGrid's venv (tests/reapi_server.py), or needs.missing."""
+    buildgrid_or_missing()
 
 
 @pytest.fixture

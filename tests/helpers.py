@@ -120,6 +120,205 @@ def refusals(read, data: bytes, seed: int, rounds: int) -> int:
     return refused
 
 
+# --- a four-module program (main, add, mul, twice) --------------------------------------------------
+
+MAIN_C = """
+#include <stdio.h>
+int add(int, int);
+int mul(int, int);
+int twice(int);
+static int local(int x) { return x * 3 + 1; }
+int main(void) {
+    int acc = 0;
+    for (int i = 0; i < 100; i++) acc = add(acc, mul(i, twice(local(i)))) % 1000003;
+    printf("result %d\\n", acc);
+    return 0;
+}
+"""
+ADD_C = "int add(int a, int b) { return a + b; }\nint unused_in_add(int a) { return a * 7; }\n"
+MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
+TWICE_C = "int twice(int x) { return 2 * x; }\n"
+
+
+def sources(d: Path) -> None:
+    write(d / "main.c", MAIN_C)
+    write(d / "add.c", ADD_C)
+    write(d / "mul.c", MUL_C)
+    write(d / "twice.c", TWICE_C)
+
+
+def expected_output(d: Path, tc: Toolchain) -> str:
+    ref = d / "ref"
+    ref.mkdir(exist_ok=True)
+    run([tc.clang, "-O1", "-o", str(ref / "prog"), *(str(d / f) for f in ("main.c", "add.c", "mul.c", "twice.c"))], d)
+    return run([str(ref / "prog")], d).stdout
+
+
+def compile_lto(d: Path, tc: Toolchain, *names: str, flags: tuple[str, ...] = ()) -> None:
+    for n in names:
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *flags, "-c", f"{n}.c", "-o", f"{n}.o"], d,
+            env=ltowrap_env(tc))
+
+
+def prepared(d: Path, tc: Toolchain, flags: tuple[str, ...] = ()) -> str:
+    """The four sources compiled to ThinLTO objects; returns what the program should print."""
+    sources(d)
+    compile_lto(d, tc, "main", "add", "mul", "twice", flags=flags)
+    return expected_output(d, tc)
+
+
+SYSROOT_FILES = {  # what clang's driver needs in a --sysroot for a dynamic C link on Debian x86_64
+    "usr/lib/x86_64-linux-gnu": ["Scrt1.o", "crti.o", "crtn.o", "libc.so", "libc.so.6", "libc_nonshared.a",
+                                 "libgcc_s.so.1"],
+    "lib64": ["/lib64/ld-linux-x86-64.so.2"],
+    "usr/lib/gcc/x86_64-linux-gnu/12": ["crtbegin.o", "crtend.o", "crtbeginS.o", "crtendS.o", "libgcc.a", "libgcc_s.so"],
+}
+
+
+def sysroot(d: Path) -> Path | None:
+    root = d / "sysroot"
+    for sub, names in SYSROOT_FILES.items():
+        (root / sub).mkdir(parents=True)
+        for name in names:
+            src = Path(name) if name.startswith("/") else Path("/") / sub / name
+            if not src.exists():
+                return None
+            shutil.copy(src, root / sub / src.name)
+    (root / "lib").symlink_to("usr/lib")
+    return root
+
+
+# --- machines of a remote service ------------------------------------------------------------------
+
+def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
+    """The environment of one 'machine': its own cache directory and log."""
+    return ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / name), LTOWRAP_LOG=str(tmp_path / f"{name}.log"),
+                       LTOWRAP_REMOTE=url, **extra)
+
+
+def links_of(log: Path) -> list[dict]:
+    """The linker records of the LTOWRAP_LOG `log`."""
+    return [r for r in map(json.loads, log.read_text().splitlines()) if r["tool"].startswith("ld.lld")]
+
+
+def toolchain_line(tc: Toolchain) -> str:
+    """What ltowrap puts in each Command as LTOWRAP_TOOLCHAIN: clang's version line."""
+    return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
+
+
+def many_modules(d: Path, tc: Toolchain, n: int) -> list[str]:
+    """n modules of different sizes (so longest-first has an order) and a main that calls
+    them all, compiled to ThinLTO objects; returns the object names, main's first."""
+    calls = []
+    for i in range(n):
+        body = "".join(f"    for (int j{k} = 0; j{k} < x % {k + 3}; j{k}++) x = x * {2 * k + 3} + {i};\n"
+                       for k in range(1 + i % 6))
+        write(d / f"m{i}.c", f"int f{i}(int x) {{\n{body}    return x;\n}}\n")
+        calls.append(f"acc = (acc + f{i}(acc + {i})) % 1000003;")
+    write(d / "main.c", "#include <stdio.h>\n" + "".join(f"int f{i}(int);\n" for i in range(n))
+          + "int main(void) {\n    int acc = 1;\n    " + "\n    ".join(calls)
+          + '\n    printf("%d\\n", acc);\n    return 0;\n}\n')
+    objects = ["main.o", *(f"m{i}.o" for i in range(n))]
+    for o in objects:
+        run([tc.clang, "-O2", "-flto=thin", "-c", o[:-2] + ".c", "-o", o], d)
+    return objects
+
+
+def link_all(d: Path, env: dict, objects: list[str], out: str) -> subprocess.CompletedProcess[str]:
+    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", out, *objects], d, env=env)
+
+
+# --- programs to link, and make's jobserver -------------------------------------------------------
+
+HEAVY = """
+static double poly{k}(double x, int n) {{ double s = 0; for (int i = 0; i < n; i++) s = s * x + (i ^ {k}); return s; }}
+double work{k}(double x) {{ double t = 0; for (int j = 1; j < 40; j++) t += poly{k}(x / j, j + {k}); return t; }}
+"""
+
+
+def make_program(d: Path, name: str, modules: int) -> list[str]:
+    """main and `modules` heavy modules, sources named after `name`; the object names."""
+    objs = []
+    decls = "".join(f"double work{k}(double);\n" for k in range(modules))
+    calls = " + ".join(f"work{k}(x)" for k in range(modules))
+    write(d / f"{name}_main.c", f'#include <stdio.h>\n{decls}int main(void){{ double x = 1.5; printf("%.3f\\n", {calls}); return 0; }}\n')
+    objs.append(f"{name}_main.o")
+    for k in range(modules):
+        write(d / f"{name}_m{k}.c", HEAVY.format(k=k))
+        objs.append(f"{name}_m{k}.o")
+    return objs
+
+
+def compile_all(d: Path, clang: str, *extra: str) -> None:
+    """Every .c in `d` to a ThinLTO object beside it."""
+    for src in sorted(d.glob("*.c")):
+        run([clang, "-O2", "-flto=thin", *extra, "-c", src.name], d)
+
+
+def max_overlap(records: list[dict]) -> int:
+    """The most backend compiles of these link records that ran at once (from their start/end times)."""
+    events = []
+    for r in records:
+        for b in r["backends"]:
+            if not b["cached"]:
+                events += [(b["start"], 1), (b["end"], -1)]
+    level = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+class TokenPool:
+    """A jobserver of our own, fifo or pipe style, that can count its tokens afterwards."""
+
+    def __init__(self, style: str, tokens: int, tmp: Path) -> None:
+        self.style = style
+        self.tokens = tokens
+        self.pass_fds: tuple[int, ...] = ()
+        if style == "fifo":
+            self.path = tmp / "jobserver.fifo"
+            os.mkfifo(self.path)
+            self.r = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            self.w = os.open(self.path, os.O_WRONLY)
+            self.makeflags = f" -j{tokens + 1} --jobserver-auth=fifo:{self.path}"
+        else:
+            self.r, self.w = os.pipe()
+            os.set_blocking(self.r, False)
+            self.pass_fds = (self.r, self.w)
+            self.makeflags = f" -j{tokens + 1} --jobserver-auth={self.r},{self.w}"
+        os.write(self.w, b"+" * tokens)
+
+    def count(self) -> int:
+        n = 0
+        while True:
+            try:
+                chunk = os.read(self.r, 1024)
+            except BlockingIOError:
+                return n
+            if not chunk:
+                return n
+            n += len(chunk)
+
+
+DTLTO_SRC = {
+    "main.c": '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(3) + g(4)); return 0; }\n',
+    "f.c": "int g(int); int f(int x){ return g(x) * 2; }\n",
+    "g.c": "int g(int x){ return x + 40; }\n",
+}
+
+
+def dtlto_build(project: Path, tc22: Toolchain, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """main.o and libfg.a (f.o, g.o) linked by lld's DTLTO with ltowrap-distributor into prog."""
+    for name, text in DTLTO_SRC.items():
+        write(project / name, text)
+    for name in DTLTO_SRC:
+        run([tc22.clang, "-O2", "-flto=thin", "-c", name], project)
+    run([tc22.ar, "rcs", "libfg.a", "f.o", "g.o"], project)
+    return run([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={wrapper('ltowrap-distributor')}",
+                "main.o", "libfg.a", "-o", "prog", *extra], project, check=check)
+
+
 # --- the environment ltowrap runs in ----------------------------------------------------------
 
 # The caller's settings a test must not inherit: ltowrap's own (LTOWRAP_*), ccache's (CCACHE_*),
@@ -241,6 +440,12 @@ def pids(argv: Callable[[list[bytes]], bool], env_has: bytes | None = None) -> l
 def backend_pids(marker: bytes) -> list[int]:
     """Backend compiles ltowrap started for the test whose cache directory is `marker`."""
     return pids(lambda argv: b"-fthinlto-index" in b" ".join(argv), marker)
+
+
+def linker_pids(marker: bytes) -> list[int]:
+    """ltowrap's link processes of this test: the clang entry itself (`python -S ltowrap-entry`), or
+    (when the driver runs it) ltowrap-ld.lld."""
+    return pids(lambda argv: any(a.endswith((b"ltowrap-ld.lld", b"ltowrap-entry")) for a in argv[1:3]), marker)
 
 
 def distributor_pids(marker: bytes) -> list[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, have, links, run, stats_json, wrapper, write
+from helpers import Toolchain, have, links, ltowrap_env, run, stats_json, wrapper, write
 from needs import missing
 
 N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from helpers import ltowrap_env, links, run, stats_json, wrapper, write
+from helpers import links, ltowrap_env, run, stats_json, wrapper, write
 
 PROG = {"a.c": "int b(void); int main(void){ return b() == 7 ? 0 : 1; }\n", "b.c": "int b(void){ return 7; }\n"}
 

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, run
+from helpers import link_all, links_of, ltowrap_env, machine, many_modules, run, stats_json, toolchain_line
 from needs import require_module
 from reapi_server import exec_server, replay_dir
-from test_remote import buildgrid, counters, link_all, links_of, machine, many_modules, toolchain_line  # noqa: F401
 
 require_module("grpc")
 
@@ -75,7 +74,7 @@ def test_sixteen_replay_workers_run_every_job_of_a_30_module_link_once(project, 
     assert sorted(d for d, _ in replayed) == sorted(digests), worker_log[-3000:]
     assert all(int(n) > 0 for _, n in replayed)  # the inputs came from the CAS
     assert len({b["worker"] for b in remote["backends"]}) > 1  # the jobs were spread over the bots
-    c = counters(env)
+    c = stats_json(env)
     assert c["remote_executed"] == 30 and c["remote_errors"] == 0 and c["backend_misses"] == 0
     # The replayed objects are the local run's, so the binary is the local build's, byte for byte.
     assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()

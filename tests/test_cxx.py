@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, log_lines, run, stats_json, wrapper
+from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, wrapper
 from integration import fidelity
 from ltowrap import bitcode
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
-from test_linkmemo import sysroot
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
 
 PROG_C = '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n'
 

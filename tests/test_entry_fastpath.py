@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, BIN, run, write
+from helpers import BIN, ltowrap_env, run, write
 from ltowrap import driverargs
 
 REPO = Path(__file__).resolve().parent.parent

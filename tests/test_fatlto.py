@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, LLVM_VERSIONS, Toolchain, links, run, toolchain, wrapper, write
+from helpers import (LLVM_VERSIONS, Toolchain, compile_lto, expected_output, links, ltowrap_env, run, sources,
+                     toolchain, wrapper, write)
 from ltowrap import elf
 from ltowrap import toolchain as tools
-from test_link import compile_lto, expected_output, sources
 
 FAT = ("-ffat-lto-objects",)
 

@@ -8,53 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
-
-MAIN_C = """
-#include <stdio.h>
-int add(int, int);
-int mul(int, int);
-int twice(int);
-static int local(int x) { return x * 3 + 1; }
-int main(void) {
-    int acc = 0;
-    for (int i = 0; i < 100; i++) acc = add(acc, mul(i, twice(local(i)))) % 1000003;
-    printf("result %d\\n", acc);
-    return 0;
-}
-"""
-ADD_C = "int add(int a, int b) { return a + b; }\nint unused_in_add(int a) { return a * 7; }\n"
-MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
-TWICE_C = "int twice(int x) { return 2 * x; }\n"
-EXPECTED = None  # computed from a plain (non-LTO) build in each test
-
-
-def sources(d: Path) -> None:
-    write(d / "main.c", MAIN_C)
-    write(d / "add.c", ADD_C)
-    write(d / "mul.c", MUL_C)
-    write(d / "twice.c", TWICE_C)
-
-
-def expected_output(d: Path, tc: Toolchain) -> str:
-    ref = d / "ref"
-    ref.mkdir(exist_ok=True)
-    run([tc.clang, "-O1", "-o", str(ref / "prog"), *(str(d / f) for f in ("main.c", "add.c", "mul.c", "twice.c"))], d)
-    return run([str(ref / "prog")], d).stdout
-
-
-def compile_lto(d: Path, tc: Toolchain, *names: str, flags: tuple[str, ...] = ()) -> None:
-    for n in names:
-        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *flags, "-c", f"{n}.c", "-o", f"{n}.o"], d,
-            env=ltowrap_env(tc))
-
-
-def prepared(d: Path, tc: Toolchain, flags: tuple[str, ...] = ()) -> str:
-    """The four sources compiled to ThinLTO objects; returns what the program should print."""
-    sources(d)
-    compile_lto(d, tc, "main", "add", "mul", "twice", flags=flags)
-    return expected_output(d, tc)
-
+from helpers import compile_lto, expected_output, links, ltowrap_env, prepared, run, sources, stats_json, wrapper, write
 
 def last_link(tmp_path: Path) -> dict:
     return links(tmp_path)[-1]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
 
 MAIN_C = """
 #include <stdio.h>
@@ -27,27 +27,6 @@ ADD_C = "int add(int a, int b) { return a + b; }\n"
 MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
 TWICE_C = "int twice(int x) { return 2 * x; }\n"
 NATIVE_C = "int native(int x) { return x + 1; }\n"
-SYSROOT_FILES = {  # what clang's driver needs in a --sysroot for a dynamic C link on Debian x86_64
-    "usr/lib/x86_64-linux-gnu": ["Scrt1.o", "crti.o", "crtn.o", "libc.so", "libc.so.6", "libc_nonshared.a",
-                                 "libgcc_s.so.1"],
-    "lib64": ["/lib64/ld-linux-x86-64.so.2"],
-    "usr/lib/gcc/x86_64-linux-gnu/12": ["crtbegin.o", "crtend.o", "crtbeginS.o", "crtendS.o", "libgcc.a", "libgcc_s.so"],
-}
-
-
-def sysroot(d: Path) -> Path | None:
-    root = d / "sysroot"
-    for sub, names in SYSROOT_FILES.items():
-        (root / sub).mkdir(parents=True)
-        for name in names:
-            src = Path(name) if name.startswith("/") else Path("/") / sub / name
-            if not src.exists():
-                return None
-            shutil.copy(src, root / sub / src.name)
-    (root / "lib").symlink_to("usr/lib")
-    return root
-
-
 def cc(d: Path, tc: Toolchain, src: str, out: str, lto: bool = True) -> None:
     run([wrapper("ltowrap-clang"), "-O2", *(["-flto=thin"] if lto else []), "-c", src, "-o", out], d, env=ltowrap_env(tc))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, log_lines, refusals, run, stats_json, wrapper, write
+from helpers import Toolchain, links, log_lines, ltowrap_env, refusals, run, stats_json, wrapper, write
 from ltowrap import backend, irmodule
 from ltowrap.bitcode import BadBitcode
 from ltowrap.distributor import DtltoBackend

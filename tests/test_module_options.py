@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, links, run, wrapper, write
+from helpers import links, ltowrap_env, run, wrapper, write
 
 from ltowrap import shardkey
 

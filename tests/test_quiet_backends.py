@@ -8,7 +8,7 @@ so every backend compile of that function warns.
 from __future__ import annotations
 
 
-from helpers import ltowrap_env, links, run, wrapper, write
+from helpers import links, ltowrap_env, run, wrapper, write
 
 BIG_C = "#include <string.h>\nint big(const char *s) { char buf[4096]; strcpy(buf, s); return buf[100] + (int)strlen(buf); }\n"
 MAIN_C = "int big(const char *s);\nint main(int c, char **v) { (void)c; return big(v[0]) > 1000; }\n"

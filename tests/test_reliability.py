@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
+from helpers import (Toolchain, alive, children, cmdline, compile_all, links, ltowrap_env, pids, run, stats_json,
+                     wait_until, wrapper, write)
 from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes
@@ -49,11 +50,6 @@ def chain_program(d: Path, n: int, tweak: int = 0) -> list[str]:
     write(d / "main.c", '#include <stdio.h>\nint f0(int);\nint main(void){ int s = 0;'
           ' for (int i = 0; i < 20; i++) s += f0(i); printf("%d\\n", s); return 0; }\n')
     return ["main.o", *(f"m{k}.o" for k in range(n))]
-
-
-def compile_all(d: Path, clang: str, *extra: str) -> None:
-    for src in sorted(d.glob("*.c")):
-        run([clang, "-O2", "-flto=thin", *extra, "-c", src.name], d)
 
 
 def lt_link(tc: Toolchain) -> list[str]:
@@ -115,35 +111,13 @@ def new_link_records(tmp_path: Path, before: int) -> list[dict]:
 # --- processes ---------------------------------------------------------------------------
 
 
-def _cmdline(pid: int) -> list[bytes]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _ld_entry(entry_pid: int) -> int | None:
     """The process running ltowrap's link: the clang entry itself (ltowrap-entry, once it has
     read the driver's link line), or an ltowrap-ld.lld the clang driver started."""
-    if any(arg.endswith(b"ltowrap-entry") for arg in _cmdline(entry_pid)[:3]):
+    if any(arg.endswith(b"ltowrap-entry") for arg in cmdline(entry_pid)[:3]):
         return entry_pid
-    for child in _children(entry_pid):
-        if any(arg.endswith(b"ltowrap-ld.lld") for arg in _cmdline(child)[:3]):
+    for child in children(entry_pid):
+        if any(arg.endswith(b"ltowrap-ld.lld") for arg in cmdline(child)[:3]):
             return child
     return None
 
@@ -160,7 +134,7 @@ def _kind(cmd: list[bytes]) -> str:
 
 
 def _kids(pid: int) -> dict[int, str]:
-    return {c: _kind(_cmdline(c)) for c in _children(pid)}
+    return {c: _kind(cmdline(c)) for c in children(pid)}
 
 
 def _phase(pid: int) -> str:
@@ -173,26 +147,20 @@ def _phase(pid: int) -> str:
     return "python"
 
 
-def _pids_mentioning(marker: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and marker.encode() in b" ".join(_cmdline(int(entry))):
-            pids.append(int(entry))
-    return pids
+def _kill_orphans(marker: str) -> None:
+    """SIGKILL what a killed link left running (its lld and clang children, by our cache path in
+    their command lines), again until none is left: one may be starting another."""
 
-
-def _kill_orphans(marker: str) -> int:
-    """SIGKILL what a killed link left running (its lld and clang children, by our cache path)."""
-    n = 0
-    for _ in range(3):
-        for pid in _pids_mentioning(marker):
+    def none_left() -> bool:
+        left = pids(lambda argv: marker.encode() in b" ".join(argv))
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
-                n += 1
             except ProcessLookupError:
                 pass
-        time.sleep(0.01)
-    return n
+        return not left
+
+    wait_until(none_left, 30, f"the processes of {marker} gone")
 
 
 # --- 1. concurrency ----------------------------------------------------------------------
@@ -270,7 +238,7 @@ def _freeze(ld: int) -> str:
     """
     before = _kids(ld)  # kinds are read while the children run: a zombie has no cmdline
     os.kill(ld, signal.SIGSTOP)
-    kinds = {before.get(child) or _kind(_cmdline(child)) for child in _children(ld)}
+    kinds = {before.get(child) or _kind(cmdline(child)) for child in children(ld)}
     for k in ("thin-link", "backend", "final link"):
         if k in kinds:
             return k
@@ -295,7 +263,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
     until = time.time() + 10
 
     def wait_for(phase: str) -> None:
-        while _alive(ld) and time.time() < until and _phase(ld) != phase:
+        while alive(ld) and time.time() < until and _phase(ld) != phase:
             time.sleep(0.0005)
 
     def pause(most: float) -> None:
@@ -312,7 +280,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
         pause(0.25)
     elif target == "store":  # a backend has just exited: ltowrap is reading and storing its object
         seen: set[int] = set()
-        while _alive(ld) and time.time() < until:
+        while alive(ld) and time.time() < until:
             now = {p for p, k in _kids(ld).items() if k == "backend"}
             if seen - now:
                 break
@@ -323,7 +291,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
         pause(0.01)
     else:
         time.sleep(rng.uniform(0, 0.6))
-    if not _alive(ld):
+    if not alive(ld):
         return False, "finished"
     try:
         phase = _freeze(ld)

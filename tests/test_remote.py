@@ -18,22 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, run, stats_json, wrapper, write
+from helpers import (Toolchain, compile_lto, link_all, links_of, ltowrap_env, machine, many_modules, prepared, run,
+                     stats_json, toolchain_line, wait_until, wrapper, write)
 from needs import require_module
-from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
+from reapi_server import (SecureServer, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)
-from test_link import compile_lto, prepared
 
 grpc = require_module("grpc")
 
 from ltowrap import bitcode, cache, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
 from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def buildgrid() -> None:
-    buildgrid_or_missing()
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +42,6 @@ def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
     """A cache server behind TLS (self-signed certificate) that wants a JWT bearer token."""
     with secure_cache_server(tmp_path_factory.mktemp("bgd-tls")) as server:
         yield server
-
-
-def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
-    """The environment of one 'machine': its own cache directory and log."""
-    return ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / name), LTOWRAP_LOG=str(tmp_path / f"{name}.log"),
-                       LTOWRAP_REMOTE=url, **extra)
 
 
 def link(d: Path, env: dict, out: str = "prog") -> subprocess.CompletedProcess[str]:
@@ -198,12 +187,6 @@ def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path,
     builds_locally(project, env, expected, "CERTIFICATE_VERIFY_FAILED")
 
 
-def links_of(log: Path) -> list[dict]:
-    import json
-
-    return [r for r in map(json.loads, log.read_text().splitlines()) if r["tool"].startswith("ld.lld")]
-
-
 def test_relocated_shard_compiles_to_the_same_object_elsewhere(project, tc):
     """The remote input root: module paths rewritten, compiled in another directory."""
     write(project / "a.c", "int helper(int);\nstatic int s = 3;\nint main(int c, char **v) { return helper(c) * 2 + s; }\n")
@@ -233,11 +216,6 @@ def test_local_link_path_never_imports_grpc():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-def toolchain_line(tc: Toolchain) -> str:
-    """What ltowrap puts in each Command as LTOWRAP_TOOLCHAIN: clang's version line."""
-    return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
 
 
 @pytest.mark.slow
@@ -387,13 +365,6 @@ class HeldSlot:
         self.client.close()
 
 
-def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid, tmp_path):
     """A server at its concurrent-RPC limit answers RESOURCE_EXHAUSTED: each lookup is asked again
     with backoff, the requests in flight come down to one while it pushes back and go up again
@@ -412,7 +383,7 @@ def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid
                    for i in range(8)]
         for t in lookups:
             t.start()
-        wait_until(lambda: client.pressure.lowest == 1, "the requests in flight never came down to one")
+        wait_until(lambda: client.pressure.lowest == 1, 120, "the requests in flight down to one")
         held.release()
         for t in lookups:
             t.join()
@@ -501,28 +472,6 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         assert server.worker_log(0).count(" done: status=0 exit=0") == 1
 
 
-def many_modules(d: Path, tc: Toolchain, n: int) -> list[str]:
-    """n modules of different sizes (so longest-first has an order) and a main that calls
-    them all, compiled to ThinLTO objects; returns the object names, main's first."""
-    calls = []
-    for i in range(n):
-        body = "".join(f"    for (int j{k} = 0; j{k} < x % {k + 3}; j{k}++) x = x * {2 * k + 3} + {i};\n"
-                       for k in range(1 + i % 6))
-        write(d / f"m{i}.c", f"int f{i}(int x) {{\n{body}    return x;\n}}\n")
-        calls.append(f"acc = (acc + f{i}(acc + {i})) % 1000003;")
-    write(d / "main.c", "#include <stdio.h>\n" + "".join(f"int f{i}(int);\n" for i in range(n))
-          + "int main(void) {\n    int acc = 1;\n    " + "\n    ".join(calls)
-          + '\n    printf("%d\\n", acc);\n    return 0;\n}\n')
-    objects = ["main.o", *(f"m{i}.o" for i in range(n))]
-    for o in objects:
-        run([tc.clang, "-O2", "-flto=thin", "-c", o[:-2] + ".c", "-o", o], d)
-    return objects
-
-
-def link_all(d: Path, env: dict, objects: list[str], out: str) -> subprocess.CompletedProcess[str]:
-    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", out, *objects], d, env=env)
-
-
 def worker_runs(server, workers: int) -> int:
     """Actions the test workers ran to the end, successfully."""
     return sum(server.worker_log(i).count(" done: status=0 exit=0") for i in range(workers))
@@ -583,7 +532,7 @@ def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(proje
         assert record["remote_raced"] == 1 and record["remote_local"] == len(objects)
         assert record.get("remote_executed", 0) == 0
         # The worker hears of the cancel at its next heartbeat.
-        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), "the worker's lease to be revoked")
+        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), 120, "the worker's lease revoked")
         assert worker_runs(server, 1) == 0
     assert "ltowrap:" not in done.stderr
     c = counters(env)

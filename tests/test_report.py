@@ -10,8 +10,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-from helpers import ltowrap_env, Toolchain, links, run, wrapper
-from test_link import prepared
+from helpers import Toolchain, links, ltowrap_env, prepared, run, wrapper
 
 from ltowrap import report
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import clean_env, BIN, toolchain, wrapper
+from helpers import BIN, clean_env, toolchain, wrapper
 from needs import missing
 
 CASES_DIR = Path(__file__).resolve().parent / "soundness"

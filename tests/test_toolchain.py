@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ltowrap_env, Toolchain, run, write
+from helpers import Toolchain, ltowrap_env, run, write
 
 from ltowrap import cachekey, toolchain
 from ltowrap.cache import Cache

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import ltowrap_env, Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, wrapper, write
 
 from ltowrap import cache
 

@@ -35,7 +35,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers import ltowrap_env, Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
+from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, toolchain, wrapper, write
 from ltowrap import bitcode, cachekey, shardkey
 from ltowrap import toolchain as tools
 
