@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ALL_VERSIONS, toolchain
+from helpers import ALL_VERSIONS, clean_env, toolchain
 
 from . import debsrc, fidelity
 from .fidelity import OBJDUMP
-from .test_fidelity import LDFLAGS, LUA_CFLAGS, clean_env
+from .lua import CFLAGS as LUA_CFLAGS
+from .lua import LDFLAGS
 
 pytestmark = pytest.mark.slow
 
