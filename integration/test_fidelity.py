@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +37,8 @@ from helpers import clean_env
 from . import debsrc, fidelity
 from .fidelity import LLVM, OBJDUMP, needs_llvm22, record_less_cc, recorded_backends
 from .lua import CFLAGS as LUA_CFLAGS
-from .lua import LDFLAGS
+from .lua import LDFLAGS, SCRIPTS
 
-SCRIPTS = Path(sysconfig.get_path("scripts"))
 CFLAGS = "-O2 -flto=thin"
 
 
