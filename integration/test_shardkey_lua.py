@@ -19,7 +19,6 @@ backend (it was 13 of 33 with the raw shard key).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import clean_env
+from helpers import clean_env, ltowrap_env
 from ltowrap import bitcode
 
 from . import debsrc
@@ -186,7 +185,7 @@ def _dtlto(src: Path, where: Path, n: int) -> list[Job]:
     clang = str(llvm_bin(22) / "clang")
     subprocess.run([clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={script}", "lua.o", "liblua.a",
                     "-o", "lua", "-Wl,-E", "-lm", "-ldl"], cwd=where, check=True, capture_output=True,
-                   env={**os.environ, "SHARDS_TO": str(where / "shards")})
+                   env=ltowrap_env(SHARDS_TO=str(where / "shards")))
     jobs = []
     for bc in sorted((where / "shards").glob("*.bc")):
         module = bc.with_suffix(".module").read_text()
