@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import clean_env
 from needs import missing
 
 pytestmark = pytest.mark.slow
@@ -50,14 +51,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     LTOWRAP_CLANG is not set: the launcher forms name their compiler; tests that use
     ltowrap-clang set it themselves.
     """
-    drop = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "CPPFLAGS", "AR",
-            "RANLIB", "CC_LD", "CXX_LD", "NINJA_STATUS")
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("LTOWRAP_", "CCACHE_")) and k not in drop}
-    e.update(PATH=f"{BIN}{os.pathsep}{e.get('PATH', '/usr/bin:/bin')}",
-             LTOWRAP_CACHE_DIR=str(tmp_path / "ltowrap-cache"), LTOWRAP_LOG=str(tmp_path / "ltowrap.log"),
-             LTOWRAP_CONFIG=str(tmp_path / "no-config.toml"), XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
-             CCACHE_DISABLE="1")  # only the ccache test uses ccache, and then with its own directory
-    return e
+    # Only the ccache test uses ccache, and then with its own directory.
+    return clean_env(tmp_path, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}", CCACHE_DISABLE="1")
 
 
 def wrapper(name: str) -> str:

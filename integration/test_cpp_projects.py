@@ -60,6 +60,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import clean_env
 from needs import missing
 
 from . import debsrc, fidelity
@@ -72,8 +73,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DTLTO_DISTRIBUTOR = ROOT / "bench" / "dtlto_local.py"
 GOOGLETEST = Path("/usr/src/googletest")
 CFI_IGNORELIST = LLVM.parent / "lib" / "clang" / "22" / "share" / "cfi_ignorelist.txt"
-ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "AR",
-            "RANLIB", "NINJA_STATUS", "CMAKE_GENERATOR", "CMAKE_BUILD_PARALLEL_LEVEL", "CTEST_PARALLEL_LEVEL")
 LTO = "-O2 -flto=thin"
 VARIANTS = {
     "plain": LTO,
@@ -157,10 +156,6 @@ PROJECTS = {
 
 
 # --- building ---
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LTOWRAP_") and k not in ENV_DROP}
 
 
 @dataclass

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import clean_env
 from needs import missing
 
 from . import debsrc
@@ -151,10 +152,8 @@ class Project:
         self.pristine = tmp / "pristine"  # the first state, for the revert
         shutil.copytree(self.tree, self.pristine, symlinks=True)
         self.warm_cache = tmp / "cache-warm"
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        self.env.update(PATH=f"{LLVM_BIN}:{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                        LTOWRAP_CONFIG=str(tmp / "no-config.toml"), LTOWRAP_JOBS="2")
+        self.env = clean_env(PATH=f"{LLVM_BIN}:{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                             LTOWRAP_CONFIG=str(tmp / "no-config.toml"), LTOWRAP_JOBS="2")
 
     def make(self, cache: Path, log: Path) -> None:
         env = dict(self.env, LTOWRAP_CACHE_DIR=str(cache), LTOWRAP_LOG=str(log))

@@ -26,20 +26,20 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from helpers import clean_env
+
 from . import debsrc, fidelity
 from .fidelity import LLVM, OBJDUMP, needs_llvm22, record_less_cc, recorded_backends
+from .lua import CFLAGS as LUA_CFLAGS
+from .lua import LDFLAGS, SCRIPTS
 
-SCRIPTS = Path(sysconfig.get_path("scripts"))
 CFLAGS = "-O2 -flto=thin"
-LDFLAGS = "-fuse-ld=lld -flto=thin -O2 -Wl,--thinlto-jobs=2"
-LUA_CFLAGS = f"{CFLAGS} -Wall -Wextra -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"  # CFLAGS= drops the target's SYSCFLAGS
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,6 @@ class Build:
     log: Path | None  # ltowrap's JSON lines, for the wrapper build
     cflags: str = ""  # beyond CFLAGS / LDFLAGS
     ldflags: str = ""
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith("LTOWRAP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CFLAGS", "LDFLAGS", "CC")}
 
 
 def wrapper_build(tmp: Path, variant: str, cflags: str = "", ldflags: str = "") -> Build:

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import clean_env
 from needs import missing
 
 from . import debsrc, fidelity
@@ -64,7 +65,6 @@ pytestmark = pytest.mark.slow
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 CFLAGS = "-O2 -flto=thin"
-ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "LIBS", "AR")
 
 
 # --- how a package is built ---
@@ -81,10 +81,6 @@ class Mode:
 
     def log(self, phase: str) -> dict[str, str]:
         return {"LTOWRAP_LOG": str(self.logdir / f"{phase}.log")} if self.logdir else {}
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LTOWRAP_") and k not in ENV_DROP}
 
 
 def ltowrap_env(tmp: Path) -> dict[str, str]:

@@ -17,8 +17,8 @@ import pytest
 from needs import require_module
 from reapi_server import buildgrid_or_missing, cache_server, exec_server, stoppable_cache_server
 
-from .test_lua import (CFLAGS, links, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
-                       wrapper_toolchain)
+from .lua import (CFLAGS, links, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
+                  wrapper_toolchain)
 
 pytestmark = pytest.mark.slow
 require_module("grpc")

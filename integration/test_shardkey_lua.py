@@ -19,7 +19,6 @@ backend (it was 13 of 33 with the raw shard key).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,10 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from ltowrap import bitcode, cachekey
+from helpers import clean_env, ltowrap_env
+from ltowrap import bitcode
 
 from . import debsrc
-from .test_lua import SCRIPTS, llvm_bin, makefile_objects
+from .jobkeys import job_keys
+from .lua import SCRIPTS, llvm_bin, makefile_objects
 
 pytestmark = pytest.mark.slow
 
@@ -97,31 +98,6 @@ def _members(src: Path) -> list[str]:
     return (src / "order").read_text().split()
 
 
-class _Under(cachekey.ModuleDigests):
-    """ltowrap's module digests, for paths relative to a link's directory."""
-
-    def __init__(self, cwd: Path) -> None:
-        super().__init__()
-        self.cwd = cwd
-
-    def __call__(self, path: str) -> str:
-        return super().__call__(str(self.cwd / path))
-
-    def interface(self, path: str) -> str:
-        return super().interface(str(self.cwd / path))
-
-
-def _keys(cwd: Path, shard: bytes, module: str) -> tuple[str, str]:
-    """The key ltowrap gives the job, and the key with every module by its bytes."""
-    digest_of = _Under(cwd)
-    out = []
-    for names in (digest_of, lambda p: digest_of(p)):  # a plain callable: no interfaces
-        identity = cachekey.shard_identity(shard, names, module)
-        assert identity.startswith("shardkey:"), module
-        out.append(cachekey.digest_bytes(f"{identity}\0{digest_of(module)}".encode()))
-    return out[0], out[1]
-
-
 def _place(src: Path, where: Path, files: dict[str, str]) -> None:
     """Copy objects of src into `where` under new names (name -> object in src)."""
     for dest, obj in files.items():
@@ -143,7 +119,7 @@ def _index_link(name: str, src: Path, where: Path, inputs: list[str], options: t
         if not data or not (where / (module + ".imports")).exists():
             continue
         _materialise(src, where, bitcode.module_paths(data))
-        jobs.append(Job(name, where, module, shard, *_keys(where, data, module)))
+        jobs.append(Job(name, where, module, shard, *job_keys(where, data, module)))
     return jobs
 
 
@@ -209,12 +185,12 @@ def _dtlto(src: Path, where: Path, n: int) -> list[Job]:
     clang = str(llvm_bin(22) / "clang")
     subprocess.run([clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={script}", "lua.o", "liblua.a",
                     "-o", "lua", "-Wl,-E", "-lm", "-ldl"], cwd=where, check=True, capture_output=True,
-                   env={**os.environ, "SHARDS_TO": str(where / "shards")})
+                   env=ltowrap_env(SHARDS_TO=str(where / "shards")))
     jobs = []
     for bc in sorted((where / "shards").glob("*.bc")):
         module = bc.with_suffix(".module").read_text()
         _materialise(src, where, bitcode.module_paths(bc.read_bytes()))
-        jobs.append(Job(f"dtlto{n}", where, module, bc, *_keys(where, bc.read_bytes(), module)))
+        jobs.append(Job(f"dtlto{n}", where, module, bc, *job_keys(where, bc.read_bytes(), module)))
     return jobs
 
 
@@ -278,9 +254,7 @@ def test_dtlto_relink_of_lua_hits_for_every_backend(lua_objects: Path, tmp_path:
     for m in _members(lua_objects):
         shutil.copy(lua_objects / m, where / m)
     _archive(where, "liblua.a", _members(lua_objects))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LTOWRAP_")}
-    env.update(LTOWRAP_CACHE_DIR=str(tmp_path / "cache"), LTOWRAP_LOG=str(tmp_path / "log"),
-               LTOWRAP_CONFIG=str(tmp_path / "none.toml"))
+    env = clean_env(tmp_path, LTOWRAP_LOG=str(tmp_path / "log"))
     clang = str(llvm_bin(22) / "clang")
     for _ in range(2):
         subprocess.run([clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={SCRIPTS / 'ltowrap-distributor'}",

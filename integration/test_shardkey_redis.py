@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from . import debsrc
-from .test_lua import llvm_bin
-from .test_shardkey_lua import _keys
+from .jobkeys import job_keys
+from .lua import llvm_bin
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def _link(tree: Path, name: str, replace: dict[str, Path]) -> dict[str, tuple[st
     jobs = {}
     for module in (where / "used").read_text().split():
         shard = (where / (module + ".thinlto.bc")).read_bytes()
-        jobs[module] = (*_keys(where, shard, module), where)
+        jobs[module] = (*job_keys(where, shard, module), where)
     return jobs
 
 

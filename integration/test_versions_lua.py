@@ -1,7 +1,7 @@
 """Debian's lua5.4 on every clang/lld Debian bookworm ships: distributed, and the same code as
 that release's own in-process ThinLTO, function by function.
 
-For each release (conftest.ALL_VERSIONS but 22, whose lua is test_fidelity.py's, in three
+For each release (helpers.ALL_VERSIONS but 22, whose lua is test_fidelity.py's, in three
 variants) the upstream Makefile builds `lua` once through ltowrap-clang with
 LTOWRAP_CLANG at that release's clang: the compiles record their options, the link is
 distributed (every backend key from a canonical shard of the release's summary format,
@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_VERSIONS, toolchain
+from helpers import ALL_VERSIONS, clean_env, toolchain
 
 from . import debsrc, fidelity
 from .fidelity import OBJDUMP
-from .test_fidelity import LDFLAGS, LUA_CFLAGS, clean_env
+from .lua import CFLAGS as LUA_CFLAGS
+from .lua import LDFLAGS
 
 pytestmark = pytest.mark.slow
 

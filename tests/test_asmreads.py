@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, refusals, run, write
+from helpers import Toolchain, refusals, run, write
 from ltowrap import asmreads, irmodule
 from ltowrap.asmreads import CannotTell, Read
 from ltowrap.bitcode import CHAR6, BadBitcode, Reader, _Writer, scan

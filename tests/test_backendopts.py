@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LLVM_VERSIONS, Toolchain, toolchain, write
+from helpers import LLVM_VERSIONS, Toolchain, toolchain, write
 from ltowrap import backendopts
 from ltowrap.backendopts import ROWS, codegen_options, row
 from ltowrap.driverargs import walk

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, have, links, run, stats_json, wrapper, write
+from helpers import Toolchain, have, links, ltowrap_env, run, stats_json, wrapper, write
 from needs import missing
 
 N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o
@@ -45,7 +45,7 @@ clean:
 def build(d: Path, tc: Toolchain, env_extra: dict | None = None) -> subprocess.CompletedProcess[str]:
     # These tests are about the entries under the link: the link memo (tests/test_linkmemo.py)
     # would restore a relink whole before reaching them.
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_MEMO": "0", **(env_extra or {})}
+    env = ltowrap_env(tc, LTOWRAP_MEMO="0", **(env_extra or {}))
     return run(["make", "-s", f"CC={wrapper('ltowrap-clang')}", f"AR={tc.ar}"], d, env=env)
 
 
@@ -127,7 +127,7 @@ def test_concurrent_links_share_one_cache(tmp_path, tc22):
         d = tmp_path / f"p{i}"
         make_project(d, tweak=f"+ {i % 4}")
         dirs.append(d)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "1"}
+    env = ltowrap_env(tc22, LTOWRAP_JOBS="1")
     for d in dirs:
         for src in sorted(d.glob("*.c")):
             run([tc22.clang, "-O2", "-flto=thin", "-c", src.name], d)
@@ -241,8 +241,8 @@ def test_full_or_readonly_cache_still_gives_a_distributed_link(project, tmp_path
     opts, filler, cache = {"full": ("size=64k", 60_000, mnt / "cache"),
                            "no-room-for-a-module": ("size=64k", 0, mnt / "cache"),
                            "readonly": ("size=1m,ro", 0, mnt)}[kind]
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(cache),
-           "LTOWRAP": wrapper("ltowrap"), "STATS_OUT": str(tmp_path / "stats.json")}
+    env = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(cache), LTOWRAP=wrapper("ltowrap"),
+                      STATS_OUT=str(tmp_path / "stats.json"))
     make = ["make", "-s", f"CC={wrapper('ltowrap-clang')}", f"AR={tc22.ar}"]
     done = run([*ns, "sh", "-c", ON_TMPFS, "sh", opts, str(mnt), str(filler), *make], project, env=env)
     rec = prog_link(tmp_path)
@@ -305,7 +305,7 @@ def test_stats_json_after_known_sequence(project, tmp_path, tc22):
     write(project / "native.c", "int main(void){ return 0; }\n")
     run([tc22.clang, "-c", "native.c"], project)
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "native.o", "-o", "native"], project,
-        env={**os.environ, "LTOWRAP_CLANG": tc22.clang})  # passthrough
+        env=ltowrap_env(tc22))  # passthrough
     s = stats_json()
     for key in ("links_distributed", "links_passthrough", "links_fallback", "backend_hits", "backend_misses",
                 "thinlink_hits", "cache_bytes", "cache_entries", "max_size_bytes", "zeroed_at"):

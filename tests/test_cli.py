@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import links, run, stats_json, wrapper, write
+from helpers import links, ltowrap_env, run, stats_json, wrapper, write
 
 PROG = {"a.c": "int b(void); int main(void){ return b() == 7 ? 0 : 1; }\n", "b.c": "int b(void){ return 7; }\n"}
 
@@ -21,7 +21,7 @@ def _sources(d):
 
 def test_launcher_form_with_tool_name(project, tmp_path, tc22):
     _sources(project)
-    env = {**os.environ, "PATH": f"{tc22.bindir}:{os.environ['PATH']}"}
+    env = ltowrap_env(PATH=f"{tc22.bindir}:{os.environ['PATH']}")
     run([wrapper("ltowrap"), "clang", "-O2", "-flto=thin", "-c", "a.c", "b.c"], project, env=env)
     run([wrapper("ltowrap"), "clang", "-fuse-ld=lld", "a.o", "b.o", "-o", "prog"], project, env=env)
     run(["./prog"], project)
@@ -32,7 +32,7 @@ def test_launcher_form_with_absolute_compiler_and_twice_wrapped(project, tmp_pat
     _sources(project)
     run([wrapper("ltowrap"), tc22.clang, "-O2", "-flto=thin", "-c", "a.c", "b.c"], project)
     # ccache-style double wrapping: ltowrap in front of ltowrap-clang behaves as ltowrap-clang once.
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang}
+    env = ltowrap_env(tc22)
     run([wrapper("ltowrap"), wrapper("ltowrap-clang"), "-fuse-ld=lld", "a.o", "b.o", "-o", "prog"], project, env=env)
     run(["./prog"], project)
     assert [r["decision"] for r in links(tmp_path)] == ["distributed"]
@@ -50,18 +50,18 @@ def test_version_help_and_config(project, monkeypatch):
     stats_help = run([wrapper("ltowrap"), "stats", "--help"], project).stdout
     for counter in ("links_distributed", "backend_hits", "thinlink_hits", "cpu_saved_seconds"):
         assert counter in stats_help
-    out = run([wrapper("ltowrap"), "config"], project, env={**os.environ, "LTOWRAP_JOBS": "3",
-                                                         "LTOWRAP_REMOTE_HEADER": "authorization: Bearer s3cret"}).stdout
+    out = run([wrapper("ltowrap"), "config"], project, env=ltowrap_env(LTOWRAP_JOBS="3",
+                                                          LTOWRAP_REMOTE_HEADER="authorization: Bearer s3cret")).stdout
     assert "(LTOWRAP_JOBS) jobs = 3" in out and "(LTOWRAP_CACHE_DIR) cache_dir" in out and "(default) max_size" in out
     assert "remote_header = 'authorization: (hidden)'" in out and "s3cret" not in out
 
 
 def test_doctor_reports_a_broken_setup(project, tmp_path, tc22):
-    ok = run([wrapper("ltowrap"), "doctor"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang}, check=False)
+    ok = run([wrapper("ltowrap"), "doctor"], project, env=ltowrap_env(tc22), check=False)
     assert ok.returncode == 0 and "22.1" in ok.stdout
     (tmp_path / "file").write_text("x")
     bad = run([wrapper("ltowrap"), "doctor"], project,
-              env={**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "file" / "c")}, check=False)
+              env=ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "file" / "c")), check=False)
     assert bad.returncode == 1 and "FAIL" in bad.stdout and "LTOWRAP_CACHE_DIR" in bad.stdout
 
 
@@ -93,7 +93,7 @@ def test_stats_shows_every_counter_of_the_table(tmp_path):
     """`ltowrap stats` is drawn from stats.COUNTERS: every row's label, every row in --json."""
     from ltowrap import stats
 
-    env = {**os.environ, "LTOWRAP_REMOTE": "grpc://127.0.0.1:9"}  # the remote section shows too
+    env = ltowrap_env(LTOWRAP_REMOTE="grpc://127.0.0.1:9")  # the remote section shows too
     text = subprocess.run([wrapper("ltowrap"), "stats"], env=env, capture_output=True, text=True, check=True).stdout
     shown = [(name, label) for name, kind, _, label, _ in stats.COUNTERS if kind != "size"]
     assert [name for name, label in shown if f"  {label}:" not in text] == []
@@ -113,7 +113,7 @@ def test_a_counter_not_in_the_table_is_refused():
 
 def test_a_bad_setting_runs_the_command_unchanged_and_is_counted(project, tmp_path, tc22):
     write(project / "m.c", "int main(void) { return 0; }\n")
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": "many"}
+    env = ltowrap_env(tc22, LTOWRAP_JOBS="many")
     done = run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "m.c", "-o", "m"], project, env=env)
     assert "LTOWRAP_JOBS" in done.stderr and "passing through" in done.stderr
     assert stats_json()["fallback_reasons"] == {"config_error": 1}

@@ -9,7 +9,6 @@ CAS, waits the recorded time (20 times faster) and uploads the recorded object.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
+from helpers import link_all, links_of, ltowrap_env, machine, many_modules, run, stats_json, toolchain_line
 from needs import require_module
 from reapi_server import exec_server, replay_dir
-from test_remote import buildgrid, counters, link_all, links_of, machine, many_modules, toolchain_line  # noqa: F401
 
 require_module("grpc")
 
@@ -44,8 +42,7 @@ def server_beside(tmp_path: Path, tc) -> Iterator:
 
 def local_link(project: Path, tmp_path: Path, tc, objects: list[str]) -> dict:
     """A cold local link of objects into prog-local; its log record."""
-    local = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "local"),
-             "LTOWRAP_LOG": str(tmp_path / "local.log")}
+    local = ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / "local"), LTOWRAP_LOG=str(tmp_path / "local.log"))
     link_all(project, local, objects, "prog-local")
     return links_of(tmp_path / "local.log")[-1]
 
@@ -77,7 +74,7 @@ def test_sixteen_replay_workers_run_every_job_of_a_30_module_link_once(project, 
     assert sorted(d for d, _ in replayed) == sorted(digests), worker_log[-3000:]
     assert all(int(n) > 0 for _, n in replayed)  # the inputs came from the CAS
     assert len({b["worker"] for b in remote["backends"]}) > 1  # the jobs were spread over the bots
-    c = counters(env)
+    c = stats_json(env)
     assert c["remote_executed"] == 30 and c["remote_errors"] == 0 and c["backend_misses"] == 0
     # The replayed objects are the local run's, so the binary is the local build's, byte for byte.
     assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()

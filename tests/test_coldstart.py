@@ -7,10 +7,9 @@ Whatever the order, the cache ends as an empty-cache link leaves it and the bina
 
 from __future__ import annotations
 
-import os
 import shutil
 
-from conftest import links, run, stats_json, wrapper, write
+from helpers import links, ltowrap_env, run, stats_json, wrapper, write
 
 MODULES = 6
 
@@ -30,7 +29,7 @@ def test_modules_new_to_the_store_start_before_their_key_and_a_hit_stops_them(pr
     objs = _program(project)
     for o in objs:
         run([tc22.clang, "-O2", "-flto=thin", "-c", o[:-2] + ".c", "-o", o], project)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0", "LTOWRAP_JOBS": "2"}
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0", LTOWRAP_JOBS="2")
     link = [wrapper("ltowrap-clang"), "-O2", "-fuse-ld=lld", "-o", "prog", *objs]
     run(link, project, env=env)
     first = links(tmp_path)[-1]

@@ -10,6 +10,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
+from helpers import ltowrap_env
 from ltowrap import config
 from ltowrap.config import ROWS, ConfigError, parse_age, parse_size
 
@@ -68,10 +69,6 @@ def test_parse_age_rejects(text):
 def cfg(tmp_path) -> Path:
     """Where LTOWRAP_CONFIG points; tests write it (or not)."""
     return tmp_path / "ltowrap.toml"
-
-
-def without_config_variable() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "LTOWRAP_CONFIG"}
 
 
 def env_for(cfg: Path, **vars: str) -> dict[str, str]:
@@ -281,7 +278,7 @@ def test_default_config_file_matches_platformdirs(home, monkeypatch, xdg):
         monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     else:
         monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config") if xdg == "abs" else xdg)
-    path = config.config_path(without_config_variable())
+    path = config.config_path(ltowrap_env(LTOWRAP_CONFIG=None))
     assert path == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"
     expected = home / "xdg-config" / "ltowrap" if xdg == "abs" else home / ".config" / "ltowrap"
     assert path == str(expected / "ltowrap.toml")
@@ -306,4 +303,4 @@ def test_relative_xdg_home_is_ignored_like_platformdirs(home, monkeypatch, var):
     if var == "XDG_CACHE_HOME":
         assert config.default_cache_dir() == platformdirs.user_cache_dir("ltowrap")
     else:
-        assert config.config_path(without_config_variable()) == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"
+        assert config.config_path(ltowrap_env(LTOWRAP_CONFIG=None)) == platformdirs.user_config_dir("ltowrap") + "/ltowrap.toml"

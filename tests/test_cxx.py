@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, log_lines, run, stats_json, wrapper
+from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, wrapper
 from integration import fidelity
 from ltowrap import bitcode
 
@@ -56,7 +56,7 @@ class Program:
             self.objects.append(f"{name}.o")
 
     def _env(self, **extra: str) -> dict:
-        return {**os.environ, **self.env, **extra}
+        return ltowrap_env(**self.env, **extra)
 
     def link(self, out: str, *args: str, objects: list[str] | None = None, **env: str) -> dict:
         """Link through ltowrap; its log record (the link must not fall back)."""

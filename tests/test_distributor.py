@@ -6,36 +6,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import log_lines, run, stats_json, wrapper, write
-from test_jobserver import TokenPool, compile_all, make_program
-from test_sharing import backend_pids, distributor_pids
-
-SRC = {
-    "main.c": '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(3) + g(4)); return 0; }\n',
-    "f.c": "int g(int); int f(int x){ return g(x) * 2; }\n",
-    "g.c": "int g(int x){ return x + 40; }\n",
-}
-
-
-def _build(project, tc22, *extra: str, check: bool = True):
-    for name, text in SRC.items():
-        write(project / name, text)
-    for name in SRC:
-        run([tc22.clang, "-O2", "-flto=thin", "-c", name], project)
-    run([tc22.ar, "rcs", "libfg.a", "f.o", "g.o"], project)
-    return run([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={wrapper('ltowrap-distributor')}",
-                "main.o", "libfg.a", "-o", "prog", *extra], project, check=check)
-
+from helpers import (TokenPool, backend_pids, compile_all, distributor_pids, dtlto_build, log_lines, ltowrap_env,
+                     make_program, run, stats_json, wait_until, wrapper, write)
 
 def test_dtlto_link_runs_and_relink_hits_the_cache(project, tc22):
-    _build(project, tc22)
+    dtlto_build(project, tc22)
     assert run(["./prog"], project).stdout == "130\n"
     (project / "prog").unlink()
-    _build(project, tc22)
+    dtlto_build(project, tc22)
     assert run(["./prog"], project).stdout == "130\n"
     runs = [r for r in log_lines(project.parent) if r["tool"] == "distributor"]
     assert [(r["backend_compiles"], r["backend_hits"]) for r in runs] == [(3, 0), (0, 3)]
@@ -44,7 +25,7 @@ def test_dtlto_link_runs_and_relink_hits_the_cache(project, tc22):
 
 
 def test_failing_job_fails_the_link_with_its_own_error(project, tc22):
-    done = _build(project, tc22, "-Wl,--thinlto-remote-compiler-arg=-fno-such-option", check=False)
+    done = dtlto_build(project, tc22, "-Wl,--thinlto-remote-compiler-arg=-fno-such-option", check=False)
     assert done.returncode != 0
     assert "-fno-such-option" in done.stderr  # clang's own complaint, passed on
     assert not (project / "prog").exists()
@@ -84,7 +65,7 @@ def test_dtlto_under_make_respects_the_jobserver(project, tmp_path, tc22, tokens
     write(project / "Makefile", f"CC = {tc22.clang}\nCFLAGS = -O2 -flto=thin\nprog: {objs}\n"
           f"\t+$(CC) -fuse-ld=lld -flto=thin -fthinlto-distributor={wrapper('ltowrap-distributor')} -o $@ $^\n")
     # The distributor may run 4 (and the machine's pool has 4 slots): only the jobserver keeps it to 2.
-    done = run(["make", f"-j{tokens + 1}"], project, env={**os.environ, "LTOWRAP_JOBS": "4"})
+    done = run(["make", f"-j{tokens + 1}"], project, env=ltowrap_env(LTOWRAP_JOBS="4"))
     assert "ltowrap" not in done.stderr
     runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
     events = sorted([(b["start"], 1) for b in runs[0]["backends"]] + [(b["end"], -1) for b in runs[0]["backends"]],
@@ -105,13 +86,10 @@ def test_sigterm_stops_the_children_and_returns_the_tokens(project, tmp_path, tc
                         f'echo $? > "{status}"\nexit 1\n')
     distributor.chmod(0o755)
     marker = str(tmp_path / "cache").encode()
-    env = {**os.environ, "LTOWRAP_JOBS": "2", "MAKEFLAGS": pool.makeflags}
+    env = ltowrap_env(LTOWRAP_JOBS="2", MAKEFLAGS=pool.makeflags)
     link = subprocess.Popen([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={distributor}",
                              "-o", "a", *objs], cwd=project, env=env, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while not backend_pids(marker):
-        assert time.time() < deadline and link.poll() is None, "no backend compile started"
-        time.sleep(0.01)
+    wait_until(lambda: backend_pids(marker), 60, "a backend compile", running=[link])
     (pid,) = distributor_pids(marker)
     os.kill(pid, signal.SIGTERM)
     link.wait(timeout=60)

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, write
+from helpers import Toolchain, run, sysroot, write
 from needs import missing
-from test_linkmemo import sysroot
 
 from ltowrap import driverline
 

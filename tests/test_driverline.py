@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
-from test_linkmemo import env_of, sysroot
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
 
 PROG_C = '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n'
 
 
 def setup(d: Path, tc: Toolchain) -> Path:
     write(d / "prog.c", PROG_C)
-    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "prog.c", "-o", "prog.o"], d, env=env_of(tc))
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "prog.c", "-o", "prog.o"], d, env=ltowrap_env(tc))
     root = sysroot(d)
     if root is None:
         pytest.skip("this machine's libc/gcc files are not where the sysroot copy expects them")
@@ -26,7 +25,7 @@ def link(d: Path, tc: Toolchain, root: Path, **env: str) -> list[str]:
     """Link (memo off: every link reaches the linker); the ld.lld argv the link ran."""
     (d / "prog").unlink(missing_ok=True)
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", f"--sysroot={root}", "prog.o", "-o", "prog"], d,
-        env=env_of(tc, LTOWRAP_MEMO="0", **env))
+        env=ltowrap_env(tc, LTOWRAP_MEMO="0", **env))
     assert run(["./prog"], d).stdout == "hello\n"
     return links(d.parent)[-1]["argv"]
 

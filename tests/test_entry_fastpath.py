@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, run, write
+from helpers import BIN, ltowrap_env, run, write
 from ltowrap import driverargs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def lone(tmp_path, tc22) -> tuple[Path, dict]:
         shutil.copy(REPO / "scripts" / name, d / name)
     write(tmp_path / "a.c", "int a(void) { return 1; }\n")
     write(tmp_path / "args.rsp", "-c a.c\n")
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "HOME": str(tmp_path)}
+    env = ltowrap_env(tc22, HOME=str(tmp_path))
     env.pop("LTOWRAP_CONFIG", None)
     env.pop("XDG_CONFIG_HOME", None)
     return d, env

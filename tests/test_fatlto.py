@@ -4,7 +4,7 @@ for plain objects and archive members alike; without the option, the native code
 distributed link does the same: the bitcode is a module, and the final link gets the object
 compiled from it in the fat object's place.
 
-FatLTO came in LLVM 17: these run on the releases of conftest.LLVM_VERSIONS whose ld.lld
+FatLTO came in LLVM 17: these run on the releases of helpers.LLVM_VERSIONS whose ld.lld
 says it takes --fat-lto-objects (toolchain.lld_facts); on the others (clang 14 ignores
 -ffat-lto-objects, lld 14 has no --fat-lto-objects) tests/test_versions.py's test_gates
 checks that such a link runs unchanged, with lld's own error.
@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LLVM_VERSIONS, Toolchain, links, run, toolchain, wrapper, write
+from helpers import (LLVM_VERSIONS, Toolchain, compile_lto, expected_output, links, ltowrap_env, run, sources,
+                     toolchain, wrapper, write)
 from ltowrap import elf
 from ltowrap import toolchain as tools
-from test_link import compile_lto, expected_output, lw_env, sources
 
 FAT = ("-ffat-lto-objects",)
 
 
 def _fat_versions() -> list[int]:
     """The releases whose ld.lld takes --fat-lto-objects, as it says (one not installed is kept:
-    conftest.toolchain then says it is missing)."""
+    helpers.toolchain then says it is missing)."""
     found = []
     for v in LLVM_VERSIONS:
         lld = str(Toolchain(v).lld)
@@ -51,7 +51,7 @@ def test_fat_objects_are_distributed(project, tmp_path, fat_tc):
     want = expected_output(project, fat_tc)
     objs = ["main.o", "add.o", "mul.o", "twice.o"]
     assert all(elf.section((project / o).read_bytes(), elf.LLVM_LTO) for o in objs)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *FAT, *objs, "-o", "prog"], project, env=lw_env(fat_tc))
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *FAT, *objs, "-o", "prog"], project, env=ltowrap_env(fat_tc))
     assert run(["./prog"], project).stdout == want
     rec = links(tmp_path)[-1]
     assert "--fat-lto-objects" in rec["argv"]  # the driver passes it for -ffat-lto-objects
@@ -64,7 +64,7 @@ def test_fat_object_recorded_by_the_python_entry(project, tmp_path, fat_tc):
     """`-oFILE` takes the Python entry (not the sh fast path): it records FatLTO objects too."""
     write(project / "f.c", "int f(void) { return 3; }\n")
     write(project / "main.c", "int f(void);\nint main(void) { return f(); }\n")
-    env = lw_env(fat_tc)
+    env = ltowrap_env(fat_tc)
     for n in ("f", "main"):
         run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", *FAT, "-c", f"{n}.c", f"-o{n}.o"], project, env=env)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *FAT, "f.o", "main.o", "-o", "prog"], project, env=env)
@@ -78,7 +78,7 @@ def test_without_the_option_fat_objects_stay_native(project, tmp_path, fat_tc):
     compile_lto(project, fat_tc, "main", "add", "mul", "twice", flags=FAT)
     want = expected_output(project, fat_tc)
     objs = ["main.o", "add.o", "mul.o", "twice.o"]
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *objs, "-o", "prog"], project, env=lw_env(fat_tc))
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *objs, "-o", "prog"], project, env=ltowrap_env(fat_tc))
     assert run(["./prog"], project).stdout == want
     rec = links(tmp_path)[-1]
     assert "--fat-lto-objects" not in rec["argv"] and rec["decision"] == "passthrough", rec
@@ -100,7 +100,7 @@ def mixed_archive(d: Path, tc: Toolchain) -> None:
     """libmix.a: FatLTO members (fat1, fat2, unused), a ThinLTO member, a native member."""
     for name, text in MIX.items():
         write(d / name, text)
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     for n, flags in (("main", ()), ("fat1", FAT), ("fat2", FAT), ("unused", FAT), ("thin1", ())):
         run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *flags, "-c", f"{n}.c"], d, env=env)
     run([tc.clang, "-O2", "-c", "nat1.c"], d)
@@ -113,7 +113,7 @@ def test_archive_of_fat_thin_and_native_members(project, tmp_path, fat_tc, fat):
     flags = [*FAT] if fat else []
     run([fat_tc.clang, "-fuse-ld=lld", "-flto=thin", *flags, "main.o", "libmix.a", "-o", "inprocess"], project)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *flags, "main.o", "libmix.a", "-o", "prog"], project,
-        env=lw_env(fat_tc))
+        env=ltowrap_env(fat_tc))
     want = run(["./inprocess"], project).stdout
     assert want == "11 21 30\n"
     assert run(["./prog"], project).stdout == want
@@ -142,7 +142,7 @@ def test_a_fat_link_with_a_broken_section_falls_back(project, tmp_path, fat_tc):
     run([str(fat_tc.bindir / "llvm-objcopy"), "--add-section", ".llvm.lto=junk.bin", "main.o"], project)
     plain = run([fat_tc.clang, "-fuse-ld=lld", "-flto=thin", *FAT, "main.o", "-o", "prog"], project, check=False)
     ours = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", *FAT, "main.o", "-o", "prog"], project,
-               env=lw_env(fat_tc), check=False)
+               env=ltowrap_env(fat_tc), check=False)
     assert ours.returncode == plain.returncode != 0
     rec = links(tmp_path)[-1]
     assert rec["decision"] == "fallback" and "holds no bitcode" in rec["detail"], rec

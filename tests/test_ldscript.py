@@ -3,7 +3,7 @@ what lld's --dependency-file lists, and each path the model calls absent must be
 takes once it exists. A case the model calls unknown because lld fails must fail in lld.
 
 Every test runs on each ld.lld Debian bookworm ships (13, 14, 15, 16, 19 and 22: dev/setup
-installs them, conftest.ALL_VERSIONS), on any other ld.lld 13-22 installed in
+installs them, helpers.ALL_VERSIONS), on any other ld.lld 13-22 installed in
 /usr/lib/llvm-N, and on any listed in TEST_LLDS ("20=/path/to/ld.lld,...")."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_VERSIONS, toolchain
+from helpers import ALL_VERSIONS, toolchain
 from ltowrap import ldscript
 from ltowrap.ldscript import ScriptReads
 from ltowrap.depfile import read as read_depfile

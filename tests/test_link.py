@@ -8,57 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
-
-MAIN_C = """
-#include <stdio.h>
-int add(int, int);
-int mul(int, int);
-int twice(int);
-static int local(int x) { return x * 3 + 1; }
-int main(void) {
-    int acc = 0;
-    for (int i = 0; i < 100; i++) acc = add(acc, mul(i, twice(local(i)))) % 1000003;
-    printf("result %d\\n", acc);
-    return 0;
-}
-"""
-ADD_C = "int add(int a, int b) { return a + b; }\nint unused_in_add(int a) { return a * 7; }\n"
-MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
-TWICE_C = "int twice(int x) { return 2 * x; }\n"
-EXPECTED = None  # computed from a plain (non-LTO) build in each test
-
-
-def sources(d: Path) -> None:
-    write(d / "main.c", MAIN_C)
-    write(d / "add.c", ADD_C)
-    write(d / "mul.c", MUL_C)
-    write(d / "twice.c", TWICE_C)
-
-
-def expected_output(d: Path, tc: Toolchain) -> str:
-    ref = d / "ref"
-    ref.mkdir(exist_ok=True)
-    run([tc.clang, "-O1", "-o", str(ref / "prog"), *(str(d / f) for f in ("main.c", "add.c", "mul.c", "twice.c"))], d)
-    return run([str(ref / "prog")], d).stdout
-
-
-def compile_lto(d: Path, tc: Toolchain, *names: str, flags: tuple[str, ...] = ()) -> None:
-    for n in names:
-        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *flags, "-c", f"{n}.c", "-o", f"{n}.o"], d,
-            env={**os.environ, "LTOWRAP_CLANG": tc.clang})
-
-
-def prepared(d: Path, tc: Toolchain, flags: tuple[str, ...] = ()) -> str:
-    """The four sources compiled to ThinLTO objects; returns what the program should print."""
-    sources(d)
-    compile_lto(d, tc, "main", "add", "mul", "twice", flags=flags)
-    return expected_output(d, tc)
-
-
-def lw_env(tc: Toolchain, **extra: str) -> dict:
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
-
+from helpers import compile_lto, expected_output, links, ltowrap_env, prepared, run, sources, stats_json, wrapper, write
 
 def last_link(tmp_path: Path) -> dict:
     return links(tmp_path)[-1]
@@ -67,7 +17,7 @@ def last_link(tmp_path: Path) -> dict:
 def test_executable(project, tmp_path, tc):
     want = prepared(project, tc)
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"],
-        project, env=lw_env(tc))
+        project, env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
     rec = last_link(tmp_path)
     assert rec["decision"] == "distributed", rec
@@ -79,7 +29,7 @@ def test_executable(project, tmp_path, tc):
 def test_default_linker_is_switched_to_lld(project, tmp_path, tc):
     """Without -fuse-ld=lld the driver would run GNU ld; the bitcode link goes to lld instead."""
     want = prepared(project, tc)
-    run([wrapper("ltowrap-clang"), "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project, env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
@@ -87,7 +37,7 @@ def test_default_linker_is_switched_to_lld(project, tmp_path, tc):
 def test_static_archive_found_through_l(project, tmp_path, tc):
     want = prepared(project, tc)
     run([tc.ar, "rcs", "libutil.a", "add.o", "mul.o", "twice.o"], project)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-L.", "-lutil", "-o", "prog"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "-L.", "-lutil", "-o", "prog"], project, env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
     rec = last_link(tmp_path)
     assert rec["decision"] == "distributed" and rec["modules"] == 4
@@ -98,7 +48,7 @@ def test_thin_archive_in_subdirectory(project, tmp_path, tc22):
     want = prepared(project, tc)
     (project / "lib").mkdir()
     run([tc.ar, "rcsT", "lib/libutil.a", "add.o", "mul.o", "twice.o"], project)
-    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "lib/libutil.a", "-o", "prog"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "lib/libutil.a", "-o", "prog"], project, env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
@@ -111,7 +61,7 @@ def test_duplicate_member_names_and_mixed_native_members(project, tmp_path, tc22
     write(project / "a" / "util.c", "int f1(void){ return 11; }\n")
     write(project / "b" / "util.c", "int f2(void){ return 22; }\n")
     write(project / "nat.c", "int nat(void){ return 33; }\n")
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     for src in ("main.c", "a/util.c", "b/util.c"):
         run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", src, "-o", src[:-2] + ".o"], project, env=env)
     run([tc.clang, "-O2", "-c", "nat.c", "-o", "nat.o"], project)  # native, not bitcode
@@ -131,7 +81,7 @@ def test_whole_archive_and_unused_lazy_member(project, tmp_path, tc22):
     write(project / "used.c", "int used(void){ return 5; }\n")
     write(project / "unused.c", "int never_called(void){ return 6; }\n")
     write(project / "ctor.c", '#include <stdio.h>\n__attribute__((constructor)) static void hello(void){ puts("ctor ran"); }\n')
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     for n in ("main", "used", "unused", "ctor"):
         run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", f"{n}.c"], project, env=env)
     run([tc.ar, "rcs", "liblazy.a", "used.o", "unused.o"], project)
@@ -149,7 +99,7 @@ def test_whole_archive_and_unused_lazy_member(project, tmp_path, tc22):
 def test_shared_library_and_pie(project, tmp_path, tc):
     write(project / "lib.c", "static int k = 7;\nint libfn(int x){ return x * k; }\n")
     write(project / "main.c", '#include <stdio.h>\nint libfn(int);\nint main(void){ printf("%d\\n", libfn(6)); return 0; }\n')
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     run([wrapper("ltowrap-clang"), "-O2", "-fPIC", "-flto=thin", "-c", "lib.c", "main.c"], project, env=env)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-shared", "-o", "libx.so", "lib.o"], project, env=env)
     assert last_link(tmp_path)["decision"] == "distributed"
@@ -162,7 +112,7 @@ def test_shared_library_and_pie(project, tmp_path, tc):
 def test_relocatable_link_and_linker_script(project, tmp_path, tc22):
     tc = tc22
     want = prepared(project, tc)
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     # A -r link of bitcode, as the kernel's vmlinux.o: distributed, output is a native object.
     run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", "add.o", "mul.o", "twice.o"], project, env=env)
     assert last_link(tmp_path)["decision"] == "distributed"
@@ -176,7 +126,7 @@ def test_relocatable_link_and_linker_script(project, tmp_path, tc22):
 
 def test_undefined_symbol_fails_like_the_plain_linker(project, tmp_path, tc):
     write(project / "main.c", "int missing(void);\nint main(void){ return missing(); }\n")
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "main.c"], project, env=env)
     plain = run([tc.clang, "-fuse-ld=lld", "-flto=thin", "main.o", "-o", "prog"], project, check=False)
     ours = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", "main.o", "-o", "prog"], project, env=env, check=False)
@@ -190,7 +140,7 @@ def test_compile_and_link_in_one_command(project, tmp_path, tc):
     sources(project)
     want = expected_output(project, tc)
     run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "main.c", "add.c", "mul.c", "twice.c", "-o", "prog"],
-        project, env=lw_env(tc))
+        project, env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
     rec = last_link(tmp_path)
     assert rec["decision"] == "distributed" and rec["modules"] == 4
@@ -206,7 +156,7 @@ def test_cxx_program_with_archive(project, tmp_path, tc):
     write(project / "main.cpp", '#include "shape.hpp"\n#include <cstdio>\n#include <stdexcept>\n'
           "int main() { double t = 0; for (auto &s : make_shapes(10)) t += s->area();\n"
           '  try { make_shapes(-1); } catch (const std::invalid_argument &) { t += 1; }\n  std::printf("%.1f\\n", t); }\n')
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     for n in ("shapes", "main"):
         run([wrapper("ltowrap-clang++"), "-O2", "-flto=thin", "-c", f"{n}.cpp"], project, env=env)
     run([tc.ar, "rcs", "libshapes.a", "shapes.o"], project)
@@ -218,9 +168,9 @@ def test_cxx_program_with_archive(project, tmp_path, tc):
 def test_direct_ld_lld_with_bitcode(project, tmp_path, tc22):
     tc = tc22
     write(project / "start.c", "void _start(void){ __asm__ volatile(\"mov $60, %eax; mov $3, %edi; syscall\"); }\n")
-    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-fno-pic", "-c", "start.c"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-fno-pic", "-c", "start.c"], project, env=ltowrap_env(tc))
     run([wrapper("ltowrap-ld.lld"), "-static", "start.o", "-o", "prog"], project,
-        env=lw_env(tc, LTOWRAP_REAL_LD=tc.lld))
+        env=ltowrap_env(tc, LTOWRAP_REAL_LD=tc.lld))
     assert run(["./prog"], project, check=False).returncode == 3
     assert last_link(tmp_path)["decision"] == "distributed"
 
@@ -228,7 +178,7 @@ def test_direct_ld_lld_with_bitcode(project, tmp_path, tc22):
 def test_native_only_link_passes_through(project, tmp_path, tc):
     write(project / "main.c", "int main(void){ return 0; }\n")
     run([tc.clang, "-c", "main.c"], project)
-    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "-o", "prog"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "-o", "prog"], project, env=ltowrap_env(tc))
     run(["./prog"], project)
     assert last_link(tmp_path)["decision"] == "passthrough"
 
@@ -237,7 +187,7 @@ def test_native_only_link_passes_through(project, tmp_path, tc):
 def test_informational_commands_pass_through(project, tc, args):
     write(project / "x.c", "int x;\n")
     plain = run([tc.clang, *args], project, check=False)
-    ours = run([wrapper("ltowrap-clang"), *args], project, env=lw_env(tc), check=False)
+    ours = run([wrapper("ltowrap-clang"), *args], project, env=ltowrap_env(tc), check=False)
     assert ours.returncode == plain.returncode
     assert ours.stdout == plain.stdout
     assert ours.stderr == plain.stderr
@@ -246,7 +196,7 @@ def test_informational_commands_pass_through(project, tc, args):
 def test_compile_error_is_reported_unchanged(project, tc):
     write(project / "bad.c", "int f(void) { return undeclared; }\n")
     plain = run([tc.clang, "-flto=thin", "-c", "bad.c"], project, check=False)
-    ours = run([wrapper("ltowrap-clang"), "-flto=thin", "-c", "bad.c"], project, env=lw_env(tc), check=False)
+    ours = run([wrapper("ltowrap-clang"), "-flto=thin", "-c", "bad.c"], project, env=ltowrap_env(tc), check=False)
     assert plain.returncode != 0 and ours.returncode == plain.returncode
     assert ours.stderr == plain.stderr
 
@@ -267,14 +217,14 @@ def test_path_shims_never_recurse(project, tmp_path, tc22):
     alias.symlink_to(shims)
     sources(project)
     want = expected_output(project, tc)
-    env = {**os.environ, "PATH": f"{shims}:{alias}:{os.environ['PATH']}"}
+    env = ltowrap_env(PATH=f"{shims}:{alias}:{os.environ['PATH']}")
     assert build_through("clang-22", project, env) == want
     assert last_link(tmp_path)["decision"] == "distributed"
     assert "ltowrap" not in run(["clang-22", "-print-prog-name=clang"], project, env=env).stdout
 
 
 def shims_for(path: str, cwd: Path) -> Path:
-    return Path(run([wrapper("ltowrap"), "shims"], cwd, env={**os.environ, "PATH": path}).stdout.strip())
+    return Path(run([wrapper("ltowrap"), "shims"], cwd, env=ltowrap_env(PATH=path)).stdout.strip())
 
 
 def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_path, tc22):
@@ -303,7 +253,7 @@ def test_shims_cover_every_version_on_path_and_one_installed_later(project, tmp_
 
     sources(project)
     want = expected_output(project, tc22)
-    assert build_through(f"clang-{n}", project, {**os.environ, "PATH": f"{shims}{os.pathsep}{with_later}"}) == want
+    assert build_through(f"clang-{n}", project, ltowrap_env(PATH=f"{shims}{os.pathsep}{with_later}")) == want
     assert last_link(tmp_path)["decision"] == "distributed"
 
     shutil.rmtree(later)  # uninstalled: no shim is left that would find nothing
@@ -314,7 +264,7 @@ def test_disable_is_pure_passthrough(project, tmp_path, tc):
     sources(project)
     compile_lto(project, tc, "main", "add", "mul", "twice")
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-flto=thin", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"],
-        project, env=lw_env(tc, LTOWRAP_DISABLE="1"))
+        project, env=ltowrap_env(tc, LTOWRAP_DISABLE="1"))
     run(["./prog"], project)
     assert links(tmp_path) == []
 
@@ -322,7 +272,7 @@ def test_disable_is_pure_passthrough(project, tmp_path, tc):
 def test_lto_thin_mode_adds_flto(project, tmp_path, tc):
     sources(project)
     want = expected_output(project, tc)
-    env = lw_env(tc, LTOWRAP_LTO="thin")
+    env = ltowrap_env(tc, LTOWRAP_LTO="thin")
     for n in ("main", "add", "mul", "twice"):
         run([wrapper("ltowrap-clang"), "-O2", "-c", f"{n}.c"], project, env=env)
     assert (project / "main.o").read_bytes()[:4] == b"BC\xc0\xde"
@@ -335,12 +285,12 @@ def test_unsupported_option_falls_back_and_is_counted(project, tmp_path, tc22):
     tc = tc22
     want = prepared(project, tc)
     done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-Wl,--lto-emit-asm", "main.o", "add.o", "mul.o", "twice.o",
-                "-o", "prog.s"], project, env=lw_env(tc))
+                "-o", "prog.s"], project, env=ltowrap_env(tc))
     assert "ltowrap: unsupported option: --lto-emit-asm; running the link unchanged" in done.stderr
     assert last_link(tmp_path)["decision"] == "fallback"
     assert stats_json()["links_fallback"] == 1
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "main.o", "add.o", "mul.o", "twice.o", "-o", "prog"], project,
-        env=lw_env(tc))
+        env=ltowrap_env(tc))
     assert run(["./prog"], project).stdout == want
 
 
@@ -355,12 +305,12 @@ def test_archive_members_bitcode_extracted_stay_linked(project, tmp_path, tc22):
           '__attribute__((constructor)) static void hello(void) { puts("helper linked"); }\n')
     run([tc.clang, "-O2", "-c", "helper.c"], project)
     run([tc.ar, "rcs", "libhelper.a", "helper.o"], project)
-    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "main.c"], project, env=lw_env(tc))
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "main.c"], project, env=ltowrap_env(tc))
     for extra in ([], ["-Wl,--gc-sections"]):
         run([tc.clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libhelper.a", "-o", "ref", *extra], project)
         assert run(["./ref"], project).stdout == "helper linked\nmain\n"  # LTO removed dead_caller, not the member
         run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "main.o", "libhelper.a", "-o", "prog", *extra],
-            project, env=lw_env(tc, LTOWRAP_MEMO="0"))
+            project, env=ltowrap_env(tc, LTOWRAP_MEMO="0"))
         assert last_link(tmp_path)["decision"] == "distributed"
         assert run(["./prog"], project).stdout == "helper linked\nmain\n"
     assert last_link(tmp_path)["thinlink_cached"] is False  # --gc-sections is another thin-link
@@ -372,7 +322,7 @@ def test_regular_lto_module_beside_thinlto_modules(project, tmp_path, tc22):
     write(project / "a.c", '#include <stdio.h>\nint f(int); int g(int);\nint main(void){ printf("%d\\n", f(2) + g(3)); return 0; }\n')
     write(project / "f.c", "int f(int x) { return x * 10; }\n")
     write(project / "g.c", "int g(int x) { return x + 100; }\n")
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "a.c", "g.c"], project, env=env)
     run([wrapper("ltowrap-clang"), "-O2", "-flto=full", "-c", "f.c"], project, env=env)
     done = run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "a.o", "f.o", "g.o", "-o", "prog"], project, env=env)
@@ -434,12 +384,12 @@ def test_split_lto_units_keep_their_regular_lto_part(project, tmp_path, tc22):
     write(project / "main.cc", CFI_MAIN)
     write(project / "shapes.cc", CFI_SHAPES)
     flags = ["-O2", "-flto=thin", "-fvisibility=hidden", "-fsanitize=cfi"]
-    env = lw_env(tc)
+    env = ltowrap_env(tc)
     for src in ("main.cc", "shapes.cc"):
         run([wrapper("ltowrap-clang++"), *flags, "-c", src], project, env=env)
     for n, memo in enumerate(("1", "0")):  # the second: the memo off, the thin-link's cache consulted
         done = run([wrapper("ltowrap-clang++"), *flags, "-fuse-ld=lld", "main.o", "shapes.o", "-o", "prog"], project,
-                   env=lw_env(tc, LTOWRAP_MEMO=memo))
+                   env=ltowrap_env(tc, LTOWRAP_MEMO=memo))
         assert "ltowrap:" not in done.stderr, done.stderr
         rec = last_link(tmp_path)
         assert rec["decision"] == "distributed", (n, rec.get("reason"), rec.get("output"))
@@ -464,7 +414,7 @@ esac
 exec {tc.lld} "$@"
 """).chmod(0o755)
     (fake / "clang").symlink_to(tc.clang)  # the backend compiler: the clang beside the ld.lld run
-    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "LTOWRAP_VERBOSE": "1"}
+    env = ltowrap_env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", LTOWRAP_VERBOSE="1")
     done = run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", "main.o", "add.o", "mul.o", "twice.o"], project,
                env=env)
     rec = last_link(tmp_path)

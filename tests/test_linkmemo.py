@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
 
 MAIN_C = """
 #include <stdio.h>
@@ -28,33 +27,8 @@ ADD_C = "int add(int a, int b) { return a + b; }\n"
 MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
 TWICE_C = "int twice(int x) { return 2 * x; }\n"
 NATIVE_C = "int native(int x) { return x + 1; }\n"
-SYSROOT_FILES = {  # what clang's driver needs in a --sysroot for a dynamic C link on Debian x86_64
-    "usr/lib/x86_64-linux-gnu": ["Scrt1.o", "crti.o", "crtn.o", "libc.so", "libc.so.6", "libc_nonshared.a",
-                                 "libgcc_s.so.1"],
-    "lib64": ["/lib64/ld-linux-x86-64.so.2"],
-    "usr/lib/gcc/x86_64-linux-gnu/12": ["crtbegin.o", "crtend.o", "crtbeginS.o", "crtendS.o", "libgcc.a", "libgcc_s.so"],
-}
-
-
-def sysroot(d: Path) -> Path | None:
-    root = d / "sysroot"
-    for sub, names in SYSROOT_FILES.items():
-        (root / sub).mkdir(parents=True)
-        for name in names:
-            src = Path(name) if name.startswith("/") else Path("/") / sub / name
-            if not src.exists():
-                return None
-            shutil.copy(src, root / sub / src.name)
-    (root / "lib").symlink_to("usr/lib")
-    return root
-
-
-def env_of(tc: Toolchain, **extra: str) -> dict:
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
-
-
 def cc(d: Path, tc: Toolchain, src: str, out: str, lto: bool = True) -> None:
-    run([wrapper("ltowrap-clang"), "-O2", *(["-flto=thin"] if lto else []), "-c", src, "-o", out], d, env=env_of(tc))
+    run([wrapper("ltowrap-clang"), "-O2", *(["-flto=thin"] if lto else []), "-c", src, "-o", out], d, env=ltowrap_env(tc))
 
 
 def project(d: Path, tc: Toolchain) -> list[str]:
@@ -81,7 +55,7 @@ def project(d: Path, tc: Toolchain) -> list[str]:
 
 
 def link(d: Path, tc: Toolchain, args: list[str], out: str = "prog", **env: str) -> subprocess.CompletedProcess[str]:
-    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", *args, "-o", out], d, env=env_of(tc, **env))
+    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", *args, "-o", out], d, env=ltowrap_env(tc, **env))
 
 
 def counts() -> tuple[int, int, int]:
@@ -107,7 +81,7 @@ def test_a_hit_restores_the_link_byte_for_byte(tmp_path, tc):
     (d / "prog").unlink()
     # Under another umask, as lld does: 0777 less the umask for an executable.
     done = run(["sh", "-c", 'umask 077; exec "$@"', "sh", wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld",
-                *args, "-o", "prog"], d, env=env_of(tc))
+                *args, "-o", "prog"], d, env=ltowrap_env(tc))
     assert done.stderr == ""
     assert counts()[:2] == (1, 1)
     rec = links(tmp_path)[-1]
@@ -116,7 +90,7 @@ def test_a_hit_restores_the_link_byte_for_byte(tmp_path, tc):
     assert run(["./prog"], d).stdout == want
     (d / "prog").unlink()
     run(["sh", "-c", 'umask 077; exec "$@"', "sh", wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld",
-         *args, "-o", "prog"], d, env=env_of(tc))
+         *args, "-o", "prog"], d, env=ltowrap_env(tc))
     assert (d / "prog").stat().st_mode & 0o777 == 0o700
 
 
@@ -232,7 +206,7 @@ def test_two_identical_links_at_once_both_succeed(tmp_path, tc22):
     for _ in range(2):  # cold (both link and store), then warm (both restore)
         (d / "prog").unlink()
         cmd = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", *args, "-o", "prog"]
-        procs = [subprocess.Popen(cmd, cwd=d, env=env_of(tc22), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs = [subprocess.Popen(cmd, cwd=d, env=ltowrap_env(tc22), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for _ in range(2)]
         for p in procs:
             out, err = p.communicate()
@@ -276,7 +250,7 @@ def test_links_without_bitcode_are_not_counted_by_the_memo(tmp_path, tc22):
     write(d / "n.c", "int main(void) { return 0; }\n")
     run([tc22.clang, "-c", "n.c"], d)
     for _ in range(2):
-        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "n.o", "-o", "n"], d, env=env_of(tc22))
+        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "n.o", "-o", "n"], d, env=ltowrap_env(tc22))
     s = stats_json()
     assert (s["links_passthrough"], s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (2, 0, 0, 0)
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import LLVM_VERSIONS, toolchain
+from helpers import LLVM_VERSIONS, toolchain
 from ltowrap import lldopts
 from ltowrap.errors import Reason
 from ltowrap.lldopts import OPTIONS, TAKES_VALUE, match

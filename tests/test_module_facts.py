@@ -11,14 +11,13 @@ about the overridden triple.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, log_lines, refusals, run, stats_json, wrapper, write
+from helpers import Toolchain, links, log_lines, ltowrap_env, refusals, run, stats_json, wrapper, write
 from ltowrap import backend, irmodule
 from ltowrap.bitcode import BadBitcode
 from ltowrap.distributor import DtltoBackend
@@ -62,7 +61,7 @@ def compile_plain(d: Path, tc: Toolchain, names: list[str], flags: tuple[str, ..
 
 def test_relocatable_link_of_non_pic_modules_without_records(project, tmp_path, tc):
     objs = compile_plain(project, tc, sources(project), ("-O2", "-fno-pic", f"--target={TRIPLE}"))
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_REAL_LD": tc.lld}
+    env = ltowrap_env(tc, LTOWRAP_REAL_LD=tc.lld)
     done = run([wrapper("ltowrap-ld.lld"), "-r", "-o", "combined.o", *objs], project, env=env)
     assert done.stderr == "" and done.stdout == ""
     record = links(tmp_path)[-1]
@@ -100,8 +99,7 @@ def test_record_less_backend_argv_says_what_the_module_says(project, tmp_path, t
     run([tc22.clang, "-O2", "-flto=thin", "-c", "b.c"], project)
     for mode in ("-r", "-shared"):
         cache = tmp_path / f"cache{mode}"
-        env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REAL_LD": tc22.lld, "LTOWRAP_DEBUG": "1",
-               "LTOWRAP_CACHE_DIR": str(cache)}
+        env = ltowrap_env(tc22, LTOWRAP_REAL_LD=tc22.lld, LTOWRAP_DEBUG="1", LTOWRAP_CACHE_DIR=str(cache))
         run([wrapper("ltowrap-ld.lld"), mode, "-o", "out.o", "a.o", "b.o"], project, env=env)
         argv = backend_argvs(cache)
         assert f"--target={TRIPLE}" in argv["a.o"] and "--target=x86_64-pc-linux-gnu" in argv["b.o"]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import links, run, wrapper, write
+from helpers import links, ltowrap_env, run, wrapper, write
 
 from ltowrap import shardkey
 
@@ -39,7 +38,7 @@ def test_per_module_options_survive_the_link(project, tmp_path, tc22):
     write(project / "slow.c", SLOW_C)
     write(project / "hash.c", HASH_C)
     write(project / "main.c", MAIN_C)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_DEBUG": "1"}
+    env = ltowrap_env(tc22, LTOWRAP_DEBUG="1")
     cc = wrapper("ltowrap-clang")
     # -disable-O0-optnone: without it -O0 marks functions optnone, which in-process LTO honours too.
     run([cc, "-O0", "-Xclang", "-disable-O0-optnone", "-flto=thin", "-c", "slow.c"], project, env=env)
@@ -74,7 +73,7 @@ def test_recorded_options_are_part_of_the_cache_key(project, tmp_path, tc22):
     """The same bitcode recorded with different options must not share a backend entry."""
     write(project / "slow.c", SLOW_C)
     write(project / "main.c", "int sum_to(int); int main(void){ return sum_to(10) == 45 ? 0 : 1; }\n")
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang}
+    env = ltowrap_env(tc22)
     cc = wrapper("ltowrap-clang")
     run([cc, "-O2", "-flto=thin", "-c", "main.c"], project, env=env)
     run([cc, "-O2", "-flto=thin", "-c", "slow.c"], project, env=env)
@@ -98,8 +97,7 @@ def test_records_and_links_agree_on_the_cache_whichever_way_it_is_named(project,
     Was a silent bug: with only LTOWRAP_CACHE_DIR set, compiles recorded into ~/.cache/ltowrap
     while links used LTOWRAP_CACHE_DIR, so every module got the link's options.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("LTOWRAP_CACHE_DIR", "LTOWRAP_DIR")}
-    env["LTOWRAP_CLANG"] = tc22.clang
+    env = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=None, LTOWRAP_DIR=None)
     cache = tmp_path / "named-cache"
     if spelling == "XDG_CACHE_HOME":
         env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import ltowrap_env
 
 TESTS = Path(__file__).resolve().parent
 PROBE = """
@@ -21,7 +22,7 @@ def test_needs_a_tool():
 @pytest.mark.parametrize("ci", ["true", ""])
 def test_missing_setup_skips_locally_and_fails_in_ci(tmp_path, ci):
     (tmp_path / "test_probe.py").write_text(PROBE)
-    env = {**os.environ, "CI": ci, "PYTHONPATH": str(TESTS)}
+    env = ltowrap_env(CI=ci, PYTHONPATH=str(TESTS))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_probe.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "setup is missing the frobnicator 3 (apt-get install frobnicator)" in done.stdout, done.stdout

@@ -7,9 +7,8 @@ so every backend compile of that function warns.
 
 from __future__ import annotations
 
-import os
 
-from conftest import links, run, wrapper, write
+from helpers import links, ltowrap_env, run, wrapper, write
 
 BIG_C = "#include <string.h>\nint big(const char *s) { char buf[4096]; strcpy(buf, s); return buf[100] + (int)strlen(buf); }\n"
 MAIN_C = "int big(const char *s);\nint main(int c, char **v) { (void)c; return big(v[0]) > 1000; }\n"
@@ -19,7 +18,7 @@ WARNING = "stack frame size"
 def compiled(project, tc) -> dict:
     write(project / "big.c", BIG_C)
     write(project / "main.c", MAIN_C)
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang}
+    env = ltowrap_env(tc)
     for src in ("big.c", "main.c"):
         run([wrapper("ltowrap-clang"), "-O2", "-Wframe-larger-than=64", "-flto=thin", "-c", src], project, env=env)
     return env
@@ -65,7 +64,7 @@ def test_a_failed_backend_keeps_its_errors_in_the_log(project, tmp_path, tc22):
     write(project / "asm.c", 'extern int hook __attribute__((weak));\n'
           'long probe(void) { long a; __asm__("movq %1, %0" : "=r"(a) : "i"(&hook)); return a; }\n')
     run([tc22.clang, "-O2", "-fno-pic", "-flto=thin", "-c", "asm.c"], project)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REAL_LD": tc22.lld}
+    env = ltowrap_env(tc22, LTOWRAP_REAL_LD=tc22.lld)
     done = run([wrapper("ltowrap-ld.lld"), "-shared", "asm.o", "-o", "libasm.so"], project, env=env, check=False)
     assert done.returncode != 0 and "invalid operand for inline asm constraint" in done.stderr  # lld's own
     record = links(tmp_path)[-1]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import alive, wait_until
 from needs import missing
 from reapi_server import buildgrid_or_missing, cache_server, exec_server, run_probe
 
@@ -27,16 +28,8 @@ def bgd() -> Path:
 
 
 def _pids_alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        # A zombie no one reaped yet is gone for our purposes.
-        if Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
-            alive.append(pid)
-    return alive
+    # A zombie no one reaped yet is gone for our purposes.
+    return [pid for pid in pids if alive(pid)]
 
 
 @pytest.mark.slow  # each starts a server; tests/test_remote.py uses one in the quick loop
@@ -121,12 +114,8 @@ def test_killed_worker_job_is_requeued(tmp_path: Path, bgd: Path) -> None:
         t = threading.Thread(target=run)
         t.start()
         # Wait for a worker to take the lease, then SIGKILL it mid-job.
-        deadline = time.monotonic() + 30
-        victim = None
-        while victim is None and time.monotonic() < deadline:
-            victim = next((i for i in range(2) if "lease " in srv.worker_log(i)), None)
-            time.sleep(0.05)
-        assert victim is not None, "no worker took the job"
+        victim = wait_until(lambda: [i for i in range(2) if "lease " in srv.worker_log(i)], 30, "a worker taking the job",
+                            every=0.05)[0]
         killed_at = time.monotonic()
         srv.kill_worker(victim)
         t.join(timeout=60)

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import (Toolchain, alive, children, cmdline, compile_all, links, ltowrap_env, pids, run, stats_json,
+                     wait_until, wrapper, write)
 from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes
@@ -49,15 +50,6 @@ def chain_program(d: Path, n: int, tweak: int = 0) -> list[str]:
     write(d / "main.c", '#include <stdio.h>\nint f0(int);\nint main(void){ int s = 0;'
           ' for (int i = 0; i < 20; i++) s += f0(i); printf("%d\\n", s); return 0; }\n')
     return ["main.o", *(f"m{k}.o" for k in range(n))]
-
-
-def compile_all(d: Path, clang: str, *extra: str) -> None:
-    for src in sorted(d.glob("*.c")):
-        run([clang, "-O2", "-flto=thin", *extra, "-c", src.name], d)
-
-
-def lt_env(tc: Toolchain, **extra: str) -> dict[str, str]:
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, **extra}
 
 
 def lt_link(tc: Toolchain) -> list[str]:
@@ -119,35 +111,13 @@ def new_link_records(tmp_path: Path, before: int) -> list[dict]:
 # --- processes ---------------------------------------------------------------------------
 
 
-def _cmdline(pid: int) -> list[bytes]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _ld_entry(entry_pid: int) -> int | None:
     """The process running ltowrap's link: the clang entry itself (ltowrap-entry, once it has
     read the driver's link line), or an ltowrap-ld.lld the clang driver started."""
-    if any(arg.endswith(b"ltowrap-entry") for arg in _cmdline(entry_pid)[:3]):
+    if any(arg.endswith(b"ltowrap-entry") for arg in cmdline(entry_pid)[:3]):
         return entry_pid
-    for child in _children(entry_pid):
-        if any(arg.endswith(b"ltowrap-ld.lld") for arg in _cmdline(child)[:3]):
+    for child in children(entry_pid):
+        if any(arg.endswith(b"ltowrap-ld.lld") for arg in cmdline(child)[:3]):
             return child
     return None
 
@@ -164,7 +134,7 @@ def _kind(cmd: list[bytes]) -> str:
 
 
 def _kids(pid: int) -> dict[int, str]:
-    return {c: _kind(_cmdline(c)) for c in _children(pid)}
+    return {c: _kind(cmdline(c)) for c in children(pid)}
 
 
 def _phase(pid: int) -> str:
@@ -177,26 +147,20 @@ def _phase(pid: int) -> str:
     return "python"
 
 
-def _pids_mentioning(marker: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid() and marker.encode() in b" ".join(_cmdline(int(entry))):
-            pids.append(int(entry))
-    return pids
+def _kill_orphans(marker: str) -> None:
+    """SIGKILL what a killed link left running (its lld and clang children, by our cache path in
+    their command lines), again until none is left: one may be starting another."""
 
-
-def _kill_orphans(marker: str) -> int:
-    """SIGKILL what a killed link left running (its lld and clang children, by our cache path)."""
-    n = 0
-    for _ in range(3):
-        for pid in _pids_mentioning(marker):
+    def none_left() -> bool:
+        left = pids(lambda argv: marker.encode() in b" ".join(argv))
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
-                n += 1
             except ProcessLookupError:
                 pass
-        time.sleep(0.01)
-    return n
+        return not left
+
+    wait_until(none_left, 30, f"the processes of {marker} gone")
 
 
 # --- 1. concurrency ----------------------------------------------------------------------
@@ -216,7 +180,7 @@ def test_16_concurrent_links_on_one_cache(tmp_path, tc22):
         variants.append((reference_output(src, tc22, objs), [src, twin], objs))
     jobs = [(d, out, objs, want) for want, dirs, objs in variants for d in dirs for out in ("prog1", "prog2")]
     assert len(jobs) == 16
-    env = lt_env(tc22)
+    env = ltowrap_env(tc22)
 
     def link(job):
         d, out, objs, _ = job
@@ -274,7 +238,7 @@ def _freeze(ld: int) -> str:
     """
     before = _kids(ld)  # kinds are read while the children run: a zombie has no cmdline
     os.kill(ld, signal.SIGSTOP)
-    kinds = {before.get(child) or _kind(_cmdline(child)) for child in _children(ld)}
+    kinds = {before.get(child) or _kind(cmdline(child)) for child in children(ld)}
     for k in ("thin-link", "backend", "final link"):
         if k in kinds:
             return k
@@ -299,7 +263,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
     until = time.time() + 10
 
     def wait_for(phase: str) -> None:
-        while _alive(ld) and time.time() < until and _phase(ld) != phase:
+        while alive(ld) and time.time() < until and _phase(ld) != phase:
             time.sleep(0.0005)
 
     def pause(most: float) -> None:
@@ -316,7 +280,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
         pause(0.25)
     elif target == "store":  # a backend has just exited: ltowrap is reading and storing its object
         seen: set[int] = set()
-        while _alive(ld) and time.time() < until:
+        while alive(ld) and time.time() < until:
             now = {p for p, k in _kids(ld).items() if k == "backend"}
             if seen - now:
                 break
@@ -327,7 +291,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
         pause(0.01)
     else:
         time.sleep(rng.uniform(0, 0.6))
-    if not _alive(ld):
+    if not alive(ld):
         return False, "finished"
     try:
         phase = _freeze(ld)
@@ -341,7 +305,7 @@ def _kill_at(proc: subprocess.Popen, target: str, rng: random.Random, delay: boo
 def test_kill_9_at_random_moments_never_leaves_a_bad_entry(project, tmp_path, tc22):
     objs = _kill_program(project, tc22.clang)
     cache = tmp_path / "cache"
-    env = lt_env(tc22, LTOWRAP_JOBS="2")
+    env = ltowrap_env(tc22, LTOWRAP_JOBS="2")
     rng = random.Random(20240607)
     trials = faults = broken = bad = fallbacks = 0
     by_target: Counter[str] = Counter()
@@ -428,7 +392,7 @@ def test_damaged_entry_is_detected_counted_and_rebuilt(project, tmp_path, tc22, 
     compile_all(project, tc22.clang)
     want = reference_output(project, tc22, objs)
     cache = tmp_path / "cache"
-    env = {**lt_env(tc22), "LTOWRAP_MEMO": "0"}  # the entries under the link: the memo would restore it whole
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0")  # the entries under the link: the memo would restore it whole
     run([*lt_link(tc22), "-o", "prog", *objs], project, env=env)
     first = _entries(cache, kind)
     run([*lt_link(tc22), "-o", "prog2", *objs], project, env=env)  # a second thin-link record
@@ -483,7 +447,7 @@ def test_damaged_module_store_copy_is_never_used(tmp_path, tc22, damage):
     want_a = reference_output(d, tc22, ["a.o", "val.o"], "ref_a")
     want_b = reference_output(d, tc22, ["b.o", "val.o"], "ref_b")
     cache = tmp_path / "cache"
-    env = lt_env(tc22)
+    env = ltowrap_env(tc22)
     run([*lt_link(tc22), "-o", "a", "a.o", "val.o"], d, env=env)
     assert run(["./a"], d).stdout == want_a
     (copy,) = [p for p in (cache / "m").rglob("*") if p.name.endswith(f"-{digest_bytes(good)}.o")]
@@ -592,7 +556,7 @@ def warm(project, tc22):
     compile_all(project, tc22.clang)
     run([tc22.ar, "rcs", "libm.a", *objs[1:]], project)
     for out, inputs in (("warm1", objs), ("warm2", ["main.o", "libm.a"])):
-        run([*lt_link(tc22), "-o", out, *inputs], project, env=lt_env(tc22))
+        run([*lt_link(tc22), "-o", out, *inputs], project, env=ltowrap_env(tc22))
     return objs
 
 
@@ -608,14 +572,14 @@ def compare_with_plain_linker(project: Path, tmp_path: Path, tc: Toolchain, args
     kw = dict(cwd=project, capture_output=True, encoding="utf-8", errors="replace")
     if write_sentinel:
         out.write_bytes(SENTINEL)
-    plain = subprocess.run([*plain_link(tc), *args, "-o", str(out)], env=dict(os.environ), **kw)
+    plain = subprocess.run([*plain_link(tc), *args, "-o", str(out)], **kw)
     plain_rc, plain_state, plain_printed = _result(plain, out)
     if write_sentinel:
         out.write_bytes(SENTINEL)
     before = snapshot(cache)
     n = len(links(tmp_path))
     fallbacks = stats_json()["links_fallback"]
-    lt = subprocess.run([*lt_link(tc), *args, "-o", str(out)], env=lt_env(tc), **kw)
+    lt = subprocess.run([*lt_link(tc), *args, "-o", str(out)], env=ltowrap_env(tc), **kw)
     lt_rc, lt_state, lt_printed = _result(lt, out)
     after = snapshot(cache)
     recs = new_link_records(tmp_path, n)
@@ -691,7 +655,7 @@ def test_response_file_backslash_in_single_quotes_names_what_lld_reads(project, 
     write(project / "in.rsp", "'m\\ain.o'\n")
     want = reference_output(project, tc22, ["-Wl,@in.rsp", *objs[1:]])
     assert want != "the wrong main\n"  # lld read main.o
-    run([*lt_link(tc22), "-o", "prog", "-Wl,@in.rsp", *objs[1:]], project, env=lt_env(tc22))
+    run([*lt_link(tc22), "-o", "prog", "-Wl,@in.rsp", *objs[1:]], project, env=ltowrap_env(tc22))
     assert run(["./prog"], project).stdout == want
 
 
@@ -703,7 +667,7 @@ def test_fresh_cache_is_private(project, tmp_path, tc22, debug):
     fresh = tmp_path / "fresh-cache"
     objs = chain_program(project, 2)
     compile_all(project, tc22.clang)
-    run([*lt_link(tc22), "-o", "prog", *objs], project, env=lt_env(tc22, LTOWRAP_CACHE_DIR=str(fresh), LTOWRAP_DEBUG=debug))
+    run([*lt_link(tc22), "-o", "prog", *objs], project, env=ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(fresh), LTOWRAP_DEBUG=debug))
     assert run(["./prog"], project).stdout
     wrong = []
     for root, dirs, files in os.walk(fresh):
@@ -723,7 +687,7 @@ def test_planted_symlink_in_the_cache_is_not_followed(project, tmp_path, tc22, w
     compile_all(project, tc22.clang)
     want = reference_output(project, tc22, objs)
     cache = tmp_path / "cache"
-    env = lt_env(tc22, LTOWRAP_DEBUG="1" if where == "o-key-dump" else "0")
+    env = ltowrap_env(tc22, LTOWRAP_DEBUG="1" if where == "o-key-dump" else "0")
     run([*lt_link(tc22), "-o", "prog", *objs], project, env=env)
     outside = tmp_path / "outside"
     outside.mkdir()

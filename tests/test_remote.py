@@ -18,22 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, stats_json, wrapper, write
+from helpers import (Toolchain, compile_lto, link_all, links_of, ltowrap_env, machine, many_modules, prepared, run,
+                     stats_json, toolchain_line, wait_until, wrapper, write)
 from needs import require_module
-from reapi_server import (SecureServer, buildgrid_or_missing, cache_server, exec_server, free_port, make_jwt,
+from reapi_server import (SecureServer, cache_server, exec_server, free_port, make_jwt,
                           secure_cache_server)
-from test_link import compile_lto, prepared
 
 grpc = require_module("grpc")
 
 from ltowrap import bitcode, cache, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
 from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def buildgrid() -> None:
-    buildgrid_or_missing()
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +42,6 @@ def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
     """A cache server behind TLS (self-signed certificate) that wants a JWT bearer token."""
     with secure_cache_server(tmp_path_factory.mktemp("bgd-tls")) as server:
         yield server
-
-
-def machine(tmp_path: Path, name: str, tc: Toolchain, url: str, **extra: str) -> dict:
-    """The environment of one 'machine': its own cache directory and log."""
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / name),
-            "LTOWRAP_LOG": str(tmp_path / f"{name}.log"), "LTOWRAP_REMOTE": url, **extra}
 
 
 def link(d: Path, env: dict, out: str = "prog") -> subprocess.CompletedProcess[str]:
@@ -148,8 +137,7 @@ def test_a_poisoned_remote_entry_is_caught_by_verify(project, tmp_path, tc22, ca
     prepared(other, tc, flags=("-O3",))
     write(other / "twice.c", "int twice(int x) { return 3 * x; }\n")
     compile_lto(other, tc, "twice", flags=("-O3",))
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "other-cache"),
-           "LTOWRAP_DEBUG": "1"}
+    env = ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(tmp_path / "other-cache"), LTOWRAP_DEBUG="1")
     run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", "prog", "main.o", "add.o", "mul.o",
          "twice.o"], other, env=env)
     poisoned = next(cache.decode(p.read_bytes()).payload for p in (tmp_path / "other-cache" / "o").rglob("*")
@@ -199,12 +187,6 @@ def test_tls_server_not_trusted_without_its_ca_builds_locally(project, tmp_path,
     builds_locally(project, env, expected, "CERTIFICATE_VERIFY_FAILED")
 
 
-def links_of(log: Path) -> list[dict]:
-    import json
-
-    return [r for r in map(json.loads, log.read_text().splitlines()) if r["tool"].startswith("ld.lld")]
-
-
 def test_relocated_shard_compiles_to_the_same_object_elsewhere(project, tc):
     """The remote input root: module paths rewritten, compiled in another directory."""
     write(project / "a.c", "int helper(int);\nstatic int s = 3;\nint main(int c, char **v) { return helper(c) * 2 + s; }\n")
@@ -236,11 +218,6 @@ def test_local_link_path_never_imports_grpc():
     assert out.strip() == "[]"
 
 
-def toolchain_line(tc: Toolchain) -> str:
-    """What ltowrap puts in each Command as LTOWRAP_TOOLCHAIN: clang's version line."""
-    return run([tc.clang, "--version"], ".").stdout.splitlines()[0].strip()
-
-
 @pytest.mark.slow
 def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgrid):
     expected = prepared(project, tc22)
@@ -265,7 +242,7 @@ def test_execute_mode_runs_backends_on_workers(project, tmp_path, tc22, buildgri
 
 def test_doctor_checks_the_remote(tmp_path, cache_url):
     def doctor(url: str, mode: str = "cache") -> str:
-        env = {**os.environ, "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": mode, "LTOWRAP_REMOTE_TIMEOUT": "2"}
+        env = ltowrap_env(LTOWRAP_REMOTE=url, LTOWRAP_REMOTE_MODE=mode, LTOWRAP_REMOTE_TIMEOUT="2")
         return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
     said = doctor(cache_url)
@@ -388,13 +365,6 @@ class HeldSlot:
         self.client.close()
 
 
-def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid, tmp_path):
     """A server at its concurrent-RPC limit answers RESOURCE_EXHAUSTED: each lookup is asked again
     with backoff, the requests in flight come down to one while it pushes back and go up again
@@ -413,7 +383,7 @@ def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid
                    for i in range(8)]
         for t in lookups:
             t.start()
-        wait_until(lambda: client.pressure.lowest == 1, "the requests in flight never came down to one")
+        wait_until(lambda: client.pressure.lowest == 1, 120, "the requests in flight down to one")
         held.release()
         for t in lookups:
             t.join()
@@ -488,9 +458,9 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         server.start_worker(extra=(("container-image", image),))
 
         def doctor(platform: str) -> str:
-            env = {**os.environ, "LTOWRAP_REMOTE": server.url, "LTOWRAP_REMOTE_MODE": "execute",
-                   "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_REMOTE_PLATFORM": platform,
-                   "LTOWRAP_REMOTE_EXEC_TIMEOUT": "5", "LTOWRAP_CACHE_DIR": str(tmp_path / "cache")}
+            env = ltowrap_env(tc22, LTOWRAP_REMOTE=server.url, LTOWRAP_REMOTE_MODE="execute",
+                              LTOWRAP_REMOTE_PLATFORM=platform, LTOWRAP_REMOTE_EXEC_TIMEOUT="5",
+                              LTOWRAP_CACHE_DIR=str(tmp_path / "cache"))
             return run([wrapper("ltowrap"), "doctor"], tmp_path, env=env, check=False).stdout
 
         said = doctor(f"OSFamily=linux,container-image={image}")
@@ -500,28 +470,6 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         said = doctor("OSFamily=linux,container-image=docker://elsewhere")
         assert "[FAIL] remote probe (OSFamily=linux,container-image=docker://elsewhere)" in said
         assert server.worker_log(0).count(" done: status=0 exit=0") == 1
-
-
-def many_modules(d: Path, tc: Toolchain, n: int) -> list[str]:
-    """n modules of different sizes (so longest-first has an order) and a main that calls
-    them all, compiled to ThinLTO objects; returns the object names, main's first."""
-    calls = []
-    for i in range(n):
-        body = "".join(f"    for (int j{k} = 0; j{k} < x % {k + 3}; j{k}++) x = x * {2 * k + 3} + {i};\n"
-                       for k in range(1 + i % 6))
-        write(d / f"m{i}.c", f"int f{i}(int x) {{\n{body}    return x;\n}}\n")
-        calls.append(f"acc = (acc + f{i}(acc + {i})) % 1000003;")
-    write(d / "main.c", "#include <stdio.h>\n" + "".join(f"int f{i}(int);\n" for i in range(n))
-          + "int main(void) {\n    int acc = 1;\n    " + "\n    ".join(calls)
-          + '\n    printf("%d\\n", acc);\n    return 0;\n}\n')
-    objects = ["main.o", *(f"m{i}.o" for i in range(n))]
-    for o in objects:
-        run([tc.clang, "-O2", "-flto=thin", "-c", o[:-2] + ".c", "-o", o], d)
-    return objects
-
-
-def link_all(d: Path, env: dict, objects: list[str], out: str) -> subprocess.CompletedProcess[str]:
-    return run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", "-o", out, *objects], d, env=env)
 
 
 def worker_runs(server, workers: int) -> int:
@@ -534,7 +482,7 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
     """execute mode with the local slots on (the default): each job is made once, by one side,
     the split is in the link's log line and in the stats, and the binary is a local build's."""
     objects = many_modules(project, tc22, 24)
-    local = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_CACHE_DIR": str(tmp_path / "local")}
+    local = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "local"))
     link_all(project, local, objects, "prog-local")
     with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
         # One local slot and two executions in flight: both sides have work to take.
@@ -584,7 +532,7 @@ def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(proje
         assert record["remote_raced"] == 1 and record["remote_local"] == len(objects)
         assert record.get("remote_executed", 0) == 0
         # The worker hears of the cancel at its next heartbeat.
-        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), "the worker's lease to be revoked")
+        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), 120, "the worker's lease revoked")
         assert worker_runs(server, 1) == 0
     assert "ltowrap:" not in done.stderr
     c = counters(env)

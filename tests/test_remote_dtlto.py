@@ -11,10 +11,9 @@ import shutil
 
 import pytest
 
-from conftest import log_lines, stats_json
+from helpers import dtlto_build, log_lines, stats_json
 from needs import require_module
 from reapi_server import buildgrid_or_missing, cache_server
-from test_distributor import _build
 
 require_module("grpc")
 
@@ -24,14 +23,14 @@ def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path,
     buildgrid_or_missing()
     with cache_server(tmp_path / "bgd") as url:
         monkeypatch.setenv("LTOWRAP_REMOTE", url)
-        _build(project, tc22)
+        dtlto_build(project, tc22)
         first = stats_json()
         assert first["remote_misses"] == 3 and first["remote_uploads"] == 3 and first["backend_misses"] == 3
 
         monkeypatch.setenv("LTOWRAP_CACHE_DIR", str(tmp_path / "second-machine"))
         (project / "prog").unlink()
         shutil.rmtree(project / "objs", ignore_errors=True)
-        _build(project, tc22)
+        dtlto_build(project, tc22)
         second = stats_json()
         assert second["remote_hits"] == 3 and second["backend_misses"] == 0 and second["remote_errors"] == 0
         runs = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]

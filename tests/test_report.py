@@ -10,8 +10,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-from conftest import Toolchain, links, run, wrapper
-from test_link import prepared
+from helpers import Toolchain, links, ltowrap_env, prepared, run, wrapper
 
 from ltowrap import report
 
@@ -21,7 +20,7 @@ MODULES = ("main.o", "add.o", "mul.o", "twice.o")
 def build(d: Path, tc: Toolchain, tmp_path: Path, **extra: str) -> None:
     """Two links of the four-module program, the second with its backends from the cache."""
     prepared(d, tc)
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_JOBS": "2", "LTOWRAP_MEMO": "0", **extra}
+    env = ltowrap_env(tc, LTOWRAP_JOBS="2", LTOWRAP_MEMO="0", **extra)
     for out in ("prog", "again"):
         run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", out], d, env=env)
     assert [r["decision"] for r in links(tmp_path)] == ["distributed", "distributed"]
@@ -109,7 +108,7 @@ def test_links_of_the_last_build_since_and_last():
 def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
     prepared(project, tc22)
     argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", "prog"]
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0"}
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0")
     piped = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, check=True)
     assert piped.stderr == ""
     (project / "prog").unlink()

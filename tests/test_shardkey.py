@@ -8,13 +8,12 @@ does not know goes in raw.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from conftest import run, write
+from helpers import ltowrap_env, run, write
 
 from ltowrap import bitcode, cachekey, interface, shardkey
 
@@ -335,7 +334,7 @@ def test_dtlto_renumbering_is_not_in_the_text(tc22, tmp_path):
     texts, raw = [], []
     # Which shards lld renumbers depends on its process id: link until one was (1 in 2 here).
     for link in range(12):
-        env = {**os.environ, "SHARDS_TO": str(tmp_path / str(link))}
+        env = ltowrap_env(SHARDS_TO=str(tmp_path / str(link)))
         run([tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={script}", "main.o", "libm.a",
              "-o", "prog"], tmp_path, env=env)
         got = {}

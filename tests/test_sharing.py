@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import have, links, run, stats_json, wrapper, write
-from test_jobserver import compile_all, make_program, max_overlap
+from helpers import (backend_pids, compile_all, distributor_pids, have, links, ltowrap_env, make_program, max_overlap,
+                     open_files, parent_pid, run, stats_json, wait_until, wrapper, write)
 from ltowrap import locks
 
 PROGRAMS = ("a", "b", "c")
@@ -35,22 +35,6 @@ def _cache(tmp_path: Path) -> Path:
 
 def _lock_dir(tmp_path: Path) -> str:
     return locks.directory(str(_cache(tmp_path)))
-
-
-def backend_pids(marker: bytes) -> list[int]:
-    """Backend compiles started by ltowrap for this test (its cache directory is in their environment)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if b"-fthinlto-index" not in Path(f"/proc/{entry}/cmdline").read_bytes():
-                continue
-            if marker in Path(f"/proc/{entry}/environ").read_bytes():
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
 
 
 class ProcessTable:
@@ -101,7 +85,7 @@ def test_make_j2_with_unmarked_recipes_stays_within_two(project, tmp_path, tc22)
     rules = "".join(f"{p}: {' '.join(objs)}\n\t$(LINK) -o $@ $^\n" for p, objs in programs.items())
     write(project / "Makefile", f"LINK = {wrapper('ltowrap-clang')} -fuse-ld=lld\nall: {' '.join(PROGRAMS)}\n{rules}")
     with ProcessTable(tmp_path) as table:
-        done = run(["make", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+        done = run(["make", "-j2"], project, env=ltowrap_env(tc22))
     _check(tmp_path, project, done, table)
 
 
@@ -113,7 +97,7 @@ def test_ninja_j2_stays_within_two(project, tmp_path, tc22):
     write(project / "build.ninja",
           f"rule link\n  command = {wrapper('ltowrap-clang')} -fuse-ld=lld -o $out $in\n{builds}")
     with ProcessTable(tmp_path) as table:
-        done = run(["ninja", "-j2"], project, env={**os.environ, "LTOWRAP_CLANG": tc22.clang})
+        done = run(["ninja", "-j2"], project, env=ltowrap_env(tc22))
     _check(tmp_path, project, done, table)
 
 
@@ -123,8 +107,7 @@ def test_unusable_jobserver_is_said_only_when_verbose(project, tmp_path, tc22):
     write(project / "Makefile", f"a: {' '.join(objs)}\n\t{wrapper('ltowrap-clang')} -fuse-ld=lld -o $@ $^\n"
           "doctor:\n\tltowrap doctor\n")
     # Memo off: the second link must reach the backends to say it (the memo would restore it whole).
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0",
-           "PATH": f"{Path(wrapper('ltowrap')).parent}:{os.environ['PATH']}"}
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0", PATH=f"{Path(wrapper('ltowrap')).parent}:{os.environ['PATH']}")
     quiet = run(["make", "-j2", "a"], project, env=env)
     assert quiet.stderr == "" and links(tmp_path)[-1]["slots"] == "pool"
     (project / "a").unlink()
@@ -146,12 +129,7 @@ def _holding_all_slots(tmp_path: Path, n: int) -> locks.LockDir:
 
 def _waits_for_slots(pid: int, lock_dir: str, n: int) -> bool:
     """Has the link tried every slot (it keeps each one it tried open, to try again)?"""
-    wanted = {os.path.join(lock_dir, f"slot-{i}") for i in range(n)}
-    try:
-        opened = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-    except OSError:
-        return False
-    return wanted <= opened
+    return {os.path.join(lock_dir, f"slot-{i}") for i in range(n)} <= open_files(pid)
 
 
 def _start_together(project: Path, tmp_path: Path, tc22, objs: list[str], jobs: tuple[int, int] = (2, 2)
@@ -162,13 +140,11 @@ def _start_together(project: Path, tmp_path: Path, tc22, objs: list[str], jobs: 
     procs = []
     for d, n in zip(("a", "b"), jobs):
         (project / d).mkdir()
-        env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_JOBS": str(n)}
+        env = ltowrap_env(tc22, LTOWRAP_JOBS=str(n))
         procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog", *(f"../{o}" for o in objs)],
                                       cwd=project / d, env=env, stderr=subprocess.PIPE, text=True))
-        deadline = time.time() + 60
-        while not _waits_for_slots(procs[-1].pid, _lock_dir(tmp_path), n):
-            assert time.time() < deadline and procs[-1].poll() is None, "the link never waited for a slot"
-            time.sleep(0.01)
+        wait_until(lambda: _waits_for_slots(procs[-1].pid, _lock_dir(tmp_path), n), 60, "the link waiting for a slot",
+                   running=procs[-1:])
     return procs, held
 
 
@@ -213,12 +189,10 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     held.unlock("slot-1")
     marker = str(_cache(tmp_path)).encode()
     objects = _cache(tmp_path) / "o"
-    deadline = time.time() + 60
     # Mid-way: the first has stored its first object (the second had put it aside) and compiles another.
-    while not (any(p.is_file() for p in objects.rglob("*"))
-               and [pid for pid in backend_pids(marker) if parent_pid(pid) == first.pid]):
-        assert time.time() < deadline and first.poll() is None, "the first link never got mid-way"
-        time.sleep(0.005)
+    wait_until(lambda: any(p.is_file() for p in objects.rglob("*"))
+               and [pid for pid in backend_pids(marker) if parent_pid(pid) == first.pid],
+               60, "the first link mid-way", running=[first], every=0.005)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     held.close()
@@ -231,24 +205,14 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     assert "cache" in waited and rec["backend_hits"] >= 1 and rec["backend_compiles"] >= 1
     assert rec["backend_compiles"] + rec["backend_hits"] == MODULES + 1
     assert len([p for p in objects.rglob("*") if p.is_file()]) == MODULES + 1
-    deadline = time.time() + 60
-    while backend_pids(marker):  # the killed link's compile runs on to its end, in its slot
-        assert time.time() < deadline
-        time.sleep(0.05)
+    # The killed link's compile runs on to its end, in its slot.
+    wait_until(lambda: not backend_pids(marker), 60, "the killed link's compile ending", every=0.05)
     # The killed link held its thin-link's claim through its backends (thinlink.thin_link): the
     # file is left, free, as a link killed in its thin-link leaves it, until a sweep removes it.
     (left,) = [n for n in os.listdir(_lock_dir(tmp_path)) if not n.startswith("slot-")]
     assert left.startswith("t-")
     assert locks.sweep(_lock_dir(tmp_path)) == 1
     _no_leaks(tmp_path)
-
-
-def parent_pid(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
 # --- identical thin-links -------------------------------------------------------------------------
@@ -277,7 +241,7 @@ def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, f
     run here if that process died without storing it."""
     objs = make_program(project, "p", 3)
     compile_all(project, tc22.clang)
-    env = {**os.environ, "LTOWRAP_CLANG": tc22.clang, "LTOWRAP_MEMO": "0"}  # the relink must reach its thin-link
+    env = ltowrap_env(tc22, LTOWRAP_MEMO="0")  # the relink must reach its thin-link
     out = f"prog-{os.getpid()}-{first}"
     link = [wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", out, *objs]
     run(link, project, env=env)
@@ -291,10 +255,8 @@ def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, f
     assert holder.stdout.readline() == "held\n"
     (project / out).unlink()
     second = subprocess.Popen(link, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while _lock_waiters(os.path.join(_lock_dir(tmp_path), name)) == 0:
-        assert time.time() < deadline and second.poll() is None, "the second link did not wait for the claim"
-        time.sleep(0.01)
+    wait_until(lambda: _lock_waiters(os.path.join(_lock_dir(tmp_path), name)), 60,
+               "the second link waiting for the claim", running=[second])
     if first == "stored":
         entry.write_bytes(saved)
         holder.communicate("go\n")
@@ -353,10 +315,7 @@ def test_a_compile_keeps_its_slot_after_the_link_is_killed(tmp_path):
     try:
         assert not mine.try_lock("slot-0"), "the slot was let go while its compile still ran"
         os.kill(orphan, signal.SIGKILL)
-        deadline = time.time() + 30
-        while not mine.try_lock("slot-0"):
-            assert time.time() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: mine.try_lock("slot-0"), 30, "the slot let go once its compile died")
     finally:
         try:
             os.kill(orphan, signal.SIGKILL)
@@ -380,22 +339,6 @@ def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
     assert os.listdir(d) == []
 
 
-def distributor_pids(marker: bytes) -> list[int]:
-    """ltowrap-distributor processes of this test (not the clang and lld that name it, nor a child
-    it is starting, which shows its command line until it execs)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                if any(a.endswith(b"/ltowrap-distributor") for a in argv[:2]) and \
-                        marker in Path(f"/proc/{entry}/environ").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                continue
-    return [p for p in pids if parent_pid(p) not in pids]
-
-
 def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
     """lld's DTLTO with ltowrap-distributor: the same claims, across two lld processes."""
     objs = make_program(project, "p", MODULES)
@@ -403,7 +346,7 @@ def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
     run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
     expected = run(["./ref"], project).stdout
     held = _holding_all_slots(tmp_path, 2)
-    env = {**os.environ, "LTOWRAP_JOBS": "2"}
+    env = ltowrap_env(LTOWRAP_JOBS="2")
     procs = []
     for d in ("a", "b"):
         (project / d).mkdir()
@@ -412,10 +355,12 @@ def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
                                        *(f"../{o}" for o in objs)], cwd=project / d, env=env, stderr=subprocess.PIPE,
                                       text=True))
     marker = str(_cache(tmp_path)).encode()
-    deadline = time.time() + 60
-    while not (len(pids := distributor_pids(marker)) == 2 and all(_waits_for_slots(p, _lock_dir(tmp_path), 2) for p in pids)):
-        assert time.time() < deadline and all(p.poll() is None for p in procs), "the distributors never waited for a slot"
-        time.sleep(0.01)
+
+    def both_wait() -> bool:
+        pids = distributor_pids(marker)
+        return len(pids) == 2 and all(_waits_for_slots(p, _lock_dir(tmp_path), 2) for p in pids)
+
+    wait_until(both_wait, 60, "both distributors waiting for a slot", running=procs)
     held.close()
     for p in procs:
         _, err = p.communicate(timeout=120)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, toolchain, wrapper
+from helpers import BIN, clean_env, toolchain, wrapper
 from needs import missing
 
 CASES_DIR = Path(__file__).resolve().parent / "soundness"
@@ -94,11 +94,9 @@ class Build:
         self.tree = root / "tree"
         self.tree.mkdir()
         tc = toolchain(version)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("LTOWRAP_") and k not in DRIVER_ENV and k not in ("MAKEFLAGS", "MFLAGS")}
-        env.update(PATH=f"{tc.bindir}:{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", LLVM_BIN=str(tc.bindir),
-                   CC=wrapper("ltowrap-clang"), CXX=wrapper("ltowrap-clang++"),
-                   LTOWRAP_CONFIG=str(root / "no-config.toml"), **MODE_ENV[mode])
+        env = clean_env(**dict.fromkeys(DRIVER_ENV), PATH=f"{tc.bindir}:{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                        LLVM_BIN=str(tc.bindir), CC=wrapper("ltowrap-clang"), CXX=wrapper("ltowrap-clang++"),
+                        LTOWRAP_CONFIG=str(root / "no-config.toml"), **MODE_ENV[mode])
         self.env = env
         for need in case.needs:  # a command, or a file of this machine's toolchain or libc
             if not (Path(need).exists() if need.startswith("/") else shutil.which(need, path=env["PATH"])):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Toolchain, run, write
+from helpers import Toolchain, ltowrap_env, run, write
 
 from ltowrap import cachekey, toolchain
 from ltowrap.cache import Cache
@@ -37,7 +37,7 @@ def test_lld_version_changes_the_output(tmp_path, tc22):
     write(tmp_path / "m.c", "int main(void) { return 0; }\n")
     run([tc22.clang, "-c", "m.c", "-o", "m.o"], tmp_path)
     run([tc22.lld, "m.o", "-e", "main", "-o", "a"], tmp_path)
-    run([tc22.lld, "m.o", "-e", "main", "-o", "b"], tmp_path, env={**os.environ, "LLD_VERSION": "other"})
+    run([tc22.lld, "m.o", "-e", "main", "-o", "b"], tmp_path, env=ltowrap_env(LLD_VERSION="other"))
     assert (tmp_path / "a").read_bytes() != (tmp_path / "b").read_bytes()
 
 

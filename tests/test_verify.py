@@ -7,10 +7,9 @@ result is used, and the entry is replaced.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from conftest import Toolchain, links, run, stats_json, wrapper, write
+from helpers import Toolchain, links, ltowrap_env, run, stats_json, wrapper, write
 
 from ltowrap import cache
 
@@ -19,15 +18,11 @@ WORK_C = "int work(int x) { int s = 0; for (int i = 0; i < 1000; i++) s += (i * 
 OTHER_C = "int work(int x) { return x * 7; }\n"
 
 
-def env_of(tc: Toolchain, cache_dir: Path, **extra: str) -> dict:
-    return {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_CACHE_DIR": str(cache_dir), **extra}
-
-
 def build(d: Path, tc: Toolchain, cache_dir: Path, work: str = WORK_C, **extra: str) -> str:
     """Compile and link main.c and work.c; what the program prints."""
     write(d / "main.c", MAIN_C)
     write(d / "work.c", work)
-    env = env_of(tc, cache_dir, **extra)
+    env = ltowrap_env(tc, LTOWRAP_CACHE_DIR=str(cache_dir), **extra)
     for name in ("main", "work"):
         run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", f"{name}.c", "-o", f"{name}.o"], d, env=env)
     (d / "prog").unlink(missing_ok=True)
@@ -36,7 +31,7 @@ def build(d: Path, tc: Toolchain, cache_dir: Path, work: str = WORK_C, **extra: 
 
 
 def counts(cache_dir: Path) -> tuple[int, int]:
-    s = stats_json({**os.environ, "LTOWRAP_CACHE_DIR": str(cache_dir)})
+    s = stats_json(ltowrap_env(LTOWRAP_CACHE_DIR=str(cache_dir)))
     return s["verify_checks"], s["verify_mismatches"]
 
 
@@ -95,7 +90,7 @@ def test_a_poisoned_link_memo_entry_is_caught_by_ltowrap_verify(tmp_path, tc22):
     old = cache.decode(results[0].read_bytes())
     results[0].write_bytes(cache.encode({**old.meta, "outputs": [["prog", len(bad)]]}, bad))
     assert build(d, tc22, c) == wrong  # restored from the poisoned entry
-    env = env_of(tc22, c, LTOWRAP_LOG=str(tmp_path / "ltowrap.log"))
+    env = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(c), LTOWRAP_LOG=str(tmp_path / "ltowrap.log"))
     done = run([wrapper("ltowrap"), "verify", "--last", "1"], d, env=env, check=False)
     assert done.returncode == 1 and "1 differed" in done.stdout, done.stdout + done.stderr
     assert run(["./prog"], d).stdout == right

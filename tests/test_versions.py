@@ -1,4 +1,4 @@
-"""Every clang/lld Debian bookworm ships (13, 14, 15, 16, 19, 22: conftest.ALL_VERSIONS), each
+"""Every clang/lld Debian bookworm ships (13, 14, 15, 16, 19, 22: helpers.ALL_VERSIONS), each
 on its own: the core of a distributed link, its summary format, the features that came in
 some release, and setups that mix releases.
 
@@ -35,7 +35,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import Toolchain, links, log_lines, run, stats_json, toolchain, wrapper, write
+from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, toolchain, wrapper, write
 from ltowrap import bitcode, cachekey, shardkey
 from ltowrap import toolchain as tools
 
@@ -82,7 +82,7 @@ def explain(env: dict, *modules: str) -> list[str]:
 
 def test_core(any_tc, project, tmp_path):
     tc = any_tc
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_DEBUG": "1"}
+    env = ltowrap_env(tc, LTOWRAP_DEBUG="1")
     compile_core(project, tc, env)
     want = expected(project, tc)
     run([tc.ar, "rcs", "libr.a", "add.o", "mul.o"], project)
@@ -355,7 +355,7 @@ def test_gates(any_tc, project, tmp_path):
     tc = any_tc
     said = facts(tc)
     assert said["release"] and tools.release(run([tc.clang, "--version"], project).stdout) == said["release"]
-    env = {**os.environ, "LTOWRAP_CLANG": tc.clang, "LTOWRAP_DEBUG": "1"}
+    env = ltowrap_env(tc, LTOWRAP_DEBUG="1")
     write(project / "a.c", "int b(int);\nint a(int x) { return b(x) + 1; }\nint main(int c, char **v) { return a(c); }\n")
     write(project / "b.c", "int b(int x) { return x * 7; }\n")
     for n in "ab":
@@ -428,7 +428,7 @@ def test_mixed_driver_and_backends_are_refused(project, tmp_path):
     lld is 19's; and with --ld-path to 22's lld, the driver is still 19. Both run unchanged."""
     old, new = _two(19, 22)
     _objects_of(old, project)
-    env = {**os.environ, "LTOWRAP_CLANG": new.clang}
+    env = ltowrap_env(new)
     for n, extra in enumerate(([], [f"--ld-path={new.lld}"])):
         done = run([wrapper("ltowrap"), old.clang, "-fuse-ld=lld", *extra, "a.o", "b.o", "-o", f"prog{n}"], project,
                    env=env)
@@ -443,7 +443,7 @@ def test_mixed_lld_and_backends_are_refused(project, tmp_path):
     the modules, and compile other code than lld 14 in-process)."""
     old, new = _two(14, 22)
     _objects_of(old, project)
-    env = {**os.environ, "LTOWRAP_CLANG": new.clang, "LTOWRAP_REAL_LD": old.lld}
+    env = ltowrap_env(new, LTOWRAP_REAL_LD=old.lld)
     start = ["--entry=main", "-o", "prog"]
     done = run([wrapper("ltowrap-ld.lld"), "a.o", "b.o", *start], project, env=env)
     assert "ld.lld 14.0" in done.stderr and _fallback(tmp_path)["reason"] == "mixed_toolchain"
@@ -463,10 +463,10 @@ def test_options_the_backend_clang_rejects_are_left_out(project, tmp_path):
     _objects_of(old, project)
     for n in "ab":  # the same through ltowrap-clang: their option records
         run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-flegacy-pass-manager", "-c", f"{n}.c"], project,
-            env={**os.environ, "LTOWRAP_CLANG": old.clang})
+            env=ltowrap_env(old))
     write(project / "c.c", "int c(int x) { return x - 1; }\n")
-    run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", "-c", "c.c"], project, env={**os.environ, "LTOWRAP_CLANG": new.clang})
-    env = {**os.environ, "LTOWRAP_CLANG": new.clang}
+    run([wrapper("ltowrap-clang"), "-O1", "-flto=thin", "-c", "c.c"], project, env=ltowrap_env(new))
+    env = ltowrap_env(new)
     run([wrapper("ltowrap-clang"), "-fuse-ld=lld", "a.o", "b.o", "c.o", "-o", "prog"], project, env=env)
     assert run(["./prog"], project, check=False).returncode == 5
     rec = links(tmp_path)[-1]
