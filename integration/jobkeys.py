@@ -5,26 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import relative_digests
 from ltowrap import cachekey
-
-
-class _Under(cachekey.ModuleDigests):
-    """ltowrap's module digests, for paths relative to a link's directory."""
-
-    def __init__(self, cwd: Path) -> None:
-        super().__init__()
-        self.cwd = cwd
-
-    def __call__(self, path: str) -> str:
-        return super().__call__(str(self.cwd / path))
-
-    def interface(self, path: str) -> str:
-        return super().interface(str(self.cwd / path))
 
 
 def job_keys(cwd: Path, shard: bytes, module: str) -> tuple[str, str]:
     """The key ltowrap gives the job, and the key with every module by its bytes."""
-    digest_of = _Under(cwd)
+    digest_of = relative_digests(cwd)
     out = []
     for names in (digest_of, lambda p: digest_of(p)):  # a plain callable: no interfaces
         identity = cachekey.shard_identity(shard, names, module)

@@ -471,3 +471,21 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, running: S
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         time.sleep(every)
     return value
+
+
+def relative_digests(cwd: Path):
+    """ltowrap's module digests (cachekey.ModuleDigests: interfaces, sample profiles) for the
+    paths of a link made by hand in its own directory, which its shards name relative to it."""
+    from ltowrap import cachekey
+
+    class Relative(cachekey.ModuleDigests):
+        def __call__(self, path: str) -> str:
+            return super().__call__(str(cwd / path))
+
+        def interface(self, path: str) -> str:
+            return super().interface(str(cwd / path))
+
+        def sample_profiled(self, path: str) -> bool:
+            return super().sample_profiled(str(cwd / path))
+
+    return Relative()

@@ -11,6 +11,7 @@ about the overridden triple.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path

@@ -35,7 +35,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, toolchain, wrapper, write
+from helpers import (Toolchain, links, log_lines, ltowrap_env, relative_digests, run, stats_json, toolchain, wrapper,
+                     write)
 from ltowrap import bitcode, cachekey, shardkey
 from ltowrap import toolchain as tools
 
@@ -187,23 +188,6 @@ def _compile_web(tc: Toolchain, d: Path, sources: dict[str, str]) -> None:
         list(pool.map(one, sources))
 
 
-class _Under(cachekey.ModuleDigests):
-    """ltowrap's module digests (interfaces, sample profiles), for paths relative to a link's directory."""
-
-    def __init__(self, cwd: Path) -> None:
-        super().__init__()
-        self.cwd = cwd
-
-    def __call__(self, path: str) -> str:
-        return super().__call__(str(self.cwd / path))
-
-    def interface(self, path: str) -> str:
-        return super().interface(str(self.cwd / path))
-
-    def sample_profiled(self, path: str) -> bool:
-        return super().sample_profiled(str(self.cwd / path))
-
-
 def _source(module: str) -> str:
     """m3.o, x/m3_v.o, libw.a(m3.o at 1234) -> m3."""
     name = module.split("(", 1)[1].split(" at ")[0] if module.endswith(")") else Path(module).name
@@ -220,7 +204,7 @@ def _index_link(tc: Toolchain, name: str, where: Path, inputs: list[str], extra:
         module = str(shard.relative_to(where))[: -len(".thinlto.bc")]
         if not (where / (module + ".imports")).exists() or not shard.stat().st_size:
             continue
-        data, digest_of = shard.read_bytes(), _Under(where)
+        data, digest_of = shard.read_bytes(), relative_digests(where)
         for named in [module, *bitcode.module_paths(data)]:  # archive members: a file of the name lld gave them
             if not (where / named).exists():
                 shutil.copy(where / (_source(named) + ".o"), where / named)
