@@ -147,6 +147,7 @@ class Executor:
     module_reads: sideinputs.ModuleReads | None = None
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
     _prepared_span: tuple[float, float] | None = None  # from the first job's key to the last one's (_prepare)
+    _unprepared: int = 0  # jobs whose key is still to make
 
     @property
     def cache(self) -> Cache:
@@ -298,6 +299,7 @@ class Executor:
         every job at once, so there every key comes first."""
         states = [JobState(job) for job in jobs]
         self.states.update((s.output, s) for s in states)
+        self._unprepared += len(states)
         weight = {s.output: s.job.module.size + sum(sizes.get(i, 0) for i in s.job.imports) for s in states}
         states.sort(key=lambda s: weight[s.output], reverse=True)
         if self.remote is None:
@@ -347,12 +349,15 @@ class Executor:
             if config.pick(self.res.verify):
                 state.verify = True
         state.prepared = True
+        self._unprepared -= 1
         self._prepared_span = (self._prepared_span[0] if self._prepared_span else t, time.time())
 
     def _prepare_next(self, queue: list[JobState], running: dict[int, _Running]) -> bool:
         """Make one more key while the compiles run; False if none is left to make. A compile
         started before its key (_start: a module new to the cache) comes first: its key may
         turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it)."""
+        if not self._unprepared:
+            return False
         early = next((r for r in running.values() if not r.state.prepared), None)
         if early is not None:
             self._early_keyed(early, running)
