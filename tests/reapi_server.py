@@ -206,12 +206,14 @@ def _q(s: str) -> str:
     return json.dumps(s)
 
 
-def _storage_yaml(cache_failed_actions: bool, client_updates: bool = True, cas_url: str | None = None) -> str:
+def _storage_yaml(cache_failed_actions: bool, client_updates: bool = True, cas_url: str | None = None,
+                  cas_dir: Path | None = None) -> str:
     """The CAS and the action cache clients see (&ac); the scheduler writes to &sched_ac, which
     is &ac itself unless clients may not write it (BuildGrid's read-only cache refuses the
     scheduler too, so a read-only &ac gets a writable one of the scheduler's own). With cas_url
     the blobs live in that server (a CAS of its own, as deployments split it from the scheduler)
-    and this one reads and writes them there."""
+    and this one reads and writes them there; with cas_dir, in that directory, which another
+    server may serve too (BuildGrid's disk storage writes a blob whole, then renames it)."""
     if cas_url:
         # The action cache too: the scheduler of the process that serves the bots writes it, the
         # client reads it from another (exec_server's split).
@@ -225,11 +227,11 @@ caches:
   - !remote-action-cache &ac
     url: {url}
 """
+    storage = (f"  - !disk-storage &cas\n    path: {_q(str(cas_dir))}\n" if cas_dir is not None
+               else "  - !lru-storage &cas\n    size: 512MB\n")
     text = f"""\
 storages:
-  - !lru-storage &cas
-    size: 512MB
-caches:
+{storage}caches:
   - !lru-action-cache &ac
     storage: *cas
     max-cached-refs: 100000
@@ -322,7 +324,7 @@ instances:
 def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
                 match_keys: tuple[str, ...] = (), client_updates: bool = True, threads: int = 128,
                 tuning: SchedulerTuning = TEST_TUNING, cas_url: str | None = None,
-                role: str = "all") -> str:
+                role: str = "all", cas_dir: Path | None = None) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
@@ -339,6 +341,7 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     here pass through. role: "all" serves Execution, Operations and Bots; "execution" the first
     two (the clients' frontend, no assigner) and "bots" the last (the workers', with the
     assigners): one PostgreSQL, so two processes share the scheduler's work and their GILs.
+    cas_dir: the blobs in that directory (see _storage_yaml).
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
@@ -353,7 +356,8 @@ connections:
     connection-string: {_q(db_url)}
     pool-size: {max(10, threads // 8)}
     max-overflow: {max(20, threads // 4)}
-""" + _storage_yaml(cache_failed_actions=False, client_updates=client_updates, cas_url=cas_url) + f"""\
+""" + _storage_yaml(cache_failed_actions=False, client_updates=client_updates, cas_url=cas_url,
+                    cas_dir=cas_dir) + f"""\
 schedulers:
   - !sql-scheduler &sched
     sql: *sql
@@ -644,7 +648,8 @@ def exec_server(
     advertise OSFamily=linux. client_updates, threads, tuning: see exec_config. separate_cas: the
     blobs in a second BuildGrid process of their own (a CAS server, as deployments run one apart
     from the scheduler): the workers read and write them there, and the execution server's own
-    CAS services pass the client's through to it. split (implies separate_cas): the execution
+    CAS services pass the client's through to it. Unless split, both serve one directory on tmpfs
+    (two frontends of one storage), so neither passes blobs through the other. split: the execution
     server in two processes on the one PostgreSQL, as BuildGrid's `endpoints` allow: the clients'
     (Execution, Operations; url) and the workers' (Bots and the assigners; bots_url).
     """
@@ -665,16 +670,27 @@ def exec_server(
         if migrate.returncode != 0:
             raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
 
-        cas_url = None
-        if separate_cas or split:
+        cas_url, cas_dir = None, None
+        if split:
             cas_port = stack.enter_context(_bgd_server(python, lambda port: cache_config(port, instance, threads=threads),
                                                        tmp_path, "bgd-cas"))
+            cas_url = f"grpc://127.0.0.1:{cas_port}"
+        elif separate_cas:
+            cas_dir = Path(tempfile.mkdtemp(prefix="ltowrap-cas-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+            stack.callback(shutil.rmtree, cas_dir, ignore_errors=True)
+
+            def cas_config(port: int) -> str:
+                return (_server_yaml(port, threads=threads) + _storage_yaml(cache_failed_actions=False, cas_dir=cas_dir)
+                        + _instance_yaml(instance))
+
+            cas_port = stack.enter_context(_bgd_server(python, cas_config, tmp_path, "bgd-cas"))
             cas_url = f"grpc://127.0.0.1:{cas_port}"
 
         def make_config(role: str) -> Callable[[int], str]:
             return lambda port: exec_config(port, pg.url, instance, match_toolchain=toolchains is not None,
                                             match_keys=match_keys, client_updates=client_updates, threads=threads,
-                                            tuning=tuning, cas_url=cas_url, role=role)
+                                            tuning=tuning, cas_url=cas_url if split else None, role=role,
+                                            cas_dir=cas_dir)
 
         bots_url = None
         if split:
