@@ -410,6 +410,10 @@ def projected(results: list[dict], local: dict) -> None:
         r["projection_error"] = round((r["projection"] - r["wall"]) / r["wall"], 3)
 
 
+def legs_cell(legs: dict[str, float]) -> str:
+    return " / ".join(f"{legs[k]:.2f}" if k in legs else "—" for k in ("submit", "queue", "worker", "back"))
+
+
 def bgd_cpu(r: dict) -> str:
     """BuildGrid's CPU over the link and per executed job; by process when it ran as several."""
     cpu = r["cluster_cpu"]
@@ -422,8 +426,9 @@ def bgd_cpu(r: dict) -> str:
 def table(results: list[dict], locals_: dict[str, dict]) -> str:
     lines = ["| link | mode | workers | RTT ms (measured) | wall s | ideal s | wall/ideal | local s | projection s "
              "(error) | executed / here (raced) | jobs/s | ltowrap CPU ms/job (over local) | uploaded MB "
-             "(dedup MB) | retries | queued median s | bgd CPU s (ms/job) | worker cache | polling (assigners) | load |",
-             "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---|---|---|---:|"]
+             "(dedup MB) | retries | queued median s | job legs s: submit / queue / worker / back | bgd CPU s (ms/job) "
+             "| worker cache | polling (assigners) | load |",
+             "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---|---|---|---|---:|"]
     for r in results:
         proj = f"{r['projection']:.2f} ({100 * r['projection_error']:+.0f} %)" if "projection" in r else "—"
         lines.append(
@@ -433,6 +438,7 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
             f"| {r['cpu_ms_per_job'] or 0:.1f} ({r['cpu_ms_per_job_over_local'] or 0:+.1f}) "
             f"| {r['uploaded'] / 1e6:.1f} ({r['deduplicated'] / 1e6:.1f}) | {r['retries']} "
             f"| {r['queued_median'] if r['queued_median'] is not None else '—'} "
+            f"| {legs_cell(r.get('legs') or {})} "
             f"| {bgd_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
             f"| {r['tuning']['name']} ({r['tuning']['assigners']}){', proactive' if r['tuning'].get('proactive_fetch') else ''}"
             f"{', split' if r.get('split') else ', CAS apart' if r.get('separate_cas') else ''} "
