@@ -150,26 +150,28 @@ def round_trip_ms(url: str, n: int = 21) -> float:
         client.close()
 
 
-def _proc_cpu(pid: int) -> tuple[int, float]:
-    """(process group, user+sys CPU seconds) of a live process, from /proc; (0, 0.0) once it is gone."""
+def _proc_cpu(pid: int) -> tuple[int, int, float]:
+    """(parent, process group, user+sys CPU seconds) of a live process, from /proc; zeros once it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0, 0.0
+        return 0, 0, 0.0
     # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-    return int(fields[2]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def group_cpu(pgids: dict[str, int]) -> dict[str, float]:
     """CPU seconds used so far by every live process of each named process group (the server,
-    PostgreSQL and its backends, the bots: each was started in a session of its own)."""
+    PostgreSQL, the bots: each was started in a session of its own), and by the leader's children
+    (PostgreSQL's backends each start a session of their own)."""
     out = dict.fromkeys(pgids, 0.0)
     names = {pgid: name for name, pgid in pgids.items() if pgid}  # 0: none (kernel threads have group 0)
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            pgrp, cpu = _proc_cpu(int(entry.name))
-            if pgrp in names:
-                out[names[pgrp]] += cpu
+            ppid, pgrp, cpu = _proc_cpu(int(entry.name))
+            name = names.get(pgrp) or names.get(ppid)
+            if name is not None:
+                out[name] += cpu
     return out
 
 
@@ -283,14 +285,18 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
         record = record_of(log)
         legs = job_legs(server.url, record)
         replayed = sum(server.worker_log(i).count(" replayed ") for i in range(len(procs)))
+        # The bytes of the jobs' input trees, and of those the part read from the server (the rest
+        # came from the workers' blob caches).
         fetched = sum(int(n) for i in range(len(procs))
                       for n in re.findall(r" replayed \S+: (\d+) bytes fetched", server.worker_log(i)))
+        from_server = sum(int(n) for i in range(len(procs))
+                          for n in re.findall(r" bytes fetched, (\d+) from the server", server.worker_log(i)))
     # the proxy's stats are in `net` once it has stopped (the ExitStack closed it)
     result = summarise(project, mode, workers, rtt, a, run, record, local, net, rtt_got, replayed, bots_up,
                        started, load)
     executed = result["executed"] or 1
     result |= {"cluster_cpu": cluster_cpu, "bgd_cpu_ms_per_job": round(1000 * cluster_cpu["bgd"] / executed, 1),
-               "legs": legs, "worker_fetched": fetched, "worker_cache": a.worker_cache,
+               "legs": legs, "worker_fetched": fetched, "worker_from_server": from_server, "worker_cache": a.worker_cache,
                "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
                "separate_cas": a.separate_cas or a.split, "split": a.split}
     # BuildGrid's CPU per job, whichever processes it ran as
