@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/cluster.py [--project lua redis synthetic] [--mode execute hybrid]
         [--workers 8 32 128] [--rtt 0.2 2 20] [--rate-mbit 1000] [--modules 400] [--speed 1]
-        [--matrix full|cross]
+        [--matrix full|cross] [--no-worker-cache] [--tuning deployment|test] [--proactive-fetch]
+        [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse]]
 
 Every part is real except the compile itself. For each project:
 1. the objects are built through ltowrap (bench/coldlink.py's prepare_project), so each module
@@ -19,6 +20,14 @@ Every part is real except the compile itself. For each project:
    (remote_local = false: every job to the workers) or `hybrid` (remote_local = true, 2
    local slots beside them), LTOWRAP_REMOTE_JOBS = 2 x workers (--jobs-per-worker), the memo off.
 
+The cluster is set up as a deployment would be, not as the tests are: each worker process keeps
+the blobs it fetched (--worker-cache, on: buildbox-casd's local CAS), the scheduler and bots
+talk at a deployment's keepalives and polls, and a bot that reports a job done takes the next
+queued one in the same call (--tuning deployment: reapi_server.DEPLOYMENT_TUNING, proactive
+fetch on). --tuning test --no-worker-cache is the cluster as the tests run it. --separate-cas
+serves the workers' blobs from a second BuildGrid process on the same storage; --split runs
+BuildGrid as three processes (CAS and action cache; Execution; Bots and the assigners).
+
 Per case: the link's wall time; the ideal, the link's serial part measured locally (its wall
 less its backends' span) + the upload at --rate-mbit (the bytes the proxy carried to the
 server) + 3 round trips (FindMissingBlobs, the upload, Execute) + the makespan of the recorded
@@ -26,21 +35,25 @@ compile times on the workers (and the 2 local slots, hybrid), longest first, wit
 the jobs per second the client sustained (remote jobs over the span from the first sent to the
 last answered); ltowrap's own CPU (the log's cpu.self) per executed job, and that less the
 local link's, per job; bytes uploaded and deduplicated (the log's remote_uploaded and
-remote_deduplicated); retries; the median time a job waited in the server's queue; and
-bench/projection.py's figure for the case (its makespan and overhead model, the overhead fitted
+remote_deduplicated); retries; the median time a job waited in the server's queue; BuildGrid's
+CPU over the link (every process of its, from /proc) and per executed job; where a job's time
+went (`legs`, medians: submit, queue, worker, back; see job_legs); and bench/projection.py's figure for the case (its makespan and overhead model, the overhead fitted
 on the case `--fit` names: the execute-mode run on the fewest workers at the same round trip).
 
 --matrix cross (default) runs every mode and worker count at the middle round trip (2 ms),
-and the other round trips at 32 workers; full runs every combination.
+and the other round trips at 32 workers; full runs every combination. --profile-server samples
+BuildGrid with py-spy during each link (bgd-profile.txt, and each thread's CPU beside it).
 Writes bench/results/<date>-cluster.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -137,23 +150,103 @@ def round_trip_ms(url: str, n: int = 21) -> float:
         client.close()
 
 
+def _proc_cpu(pid: int) -> tuple[int, int, float]:
+    """(parent, process group, user+sys CPU seconds) of a live process, from /proc; zeros once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0, 0, 0.0
+    # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    return int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu(pgids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by every live process of each named process group (the server,
+    PostgreSQL, the bots: each was started in a session of its own), and by the leader's children
+    (PostgreSQL's backends each start a session of their own)."""
+    out = dict.fromkeys(pgids, 0.0)
+    names = {pgid: name for name, pgid in pgids.items() if pgid}  # 0: none (kernel threads have group 0)
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            ppid, pgrp, cpu = _proc_cpu(int(entry.name))
+            name = names.get(pgrp) or names.get(ppid)
+            if name is not None:
+                out[name] += cpu
+    return out
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each live thread of pid so far, by thread id (py-spy names the same ids)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+@contextmanager
+def server_profile(pid: int, out: Path):
+    """py-spy sampling one process (the server) while the body runs: only the thread holding the
+    GIL is sampled (--gil: a thread waiting on the database or a condition otherwise looks busy to
+    py-spy), in py-spy's raw (collapsed stacks) format; SIGINT makes it write. Beside it, each
+    thread's CPU over the body from /proc (out with .threads.json): what py-spy cannot see, gRPC's
+    own C threads, and how far the GIL samples cover the process's CPU."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("--profile-server needs py-spy (pip install py-spy)")
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--threads", "--gil", "--nonblocking", "--rate", "100",
+                             "--format", "raw", "-o", str(out)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    before = thread_cpu(pid)
+    try:
+        yield
+    finally:
+        after = thread_cpu(pid)
+        names = {int(tid): comm for tid in after
+                 for comm in [Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+                              if Path(f"/proc/{pid}/task/{tid}/comm").exists() else "?"]}
+        used = {tid: round(after[tid] - before.get(tid, 0.0), 2) for tid in after}
+        out.with_suffix(".threads.json").write_text(json.dumps(
+            [{"tid": tid, "comm": names[tid], "cpu": cpu} for tid, cpu in sorted(used.items(), key=lambda x: -x[1])
+             if cpu > 0], indent=0))
+        os.kill(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def backend_span(record: dict, source: str | None = None) -> tuple[float, float]:
     picked = [b for b in record["backends"] if source is None or b["source"] == source]
     return min(b["start"] for b in picked), max(b["end"] for b in picked)
 
 
+def tuning_of(a: argparse.Namespace) -> reapi_server.SchedulerTuning:
+    base = reapi_server.DEPLOYMENT_TUNING if a.tuning == "deployment" else reapi_server.TEST_TUNING
+    return dataclasses.replace(base, assigners=a.assigners,
+                               proactive_fetch=base.proactive_fetch if a.proactive_fetch is None else a.proactive_fetch)
+
+
 def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Namespace, where: Path, line: str,
              env: dict[str, str], local: dict, replay: Path, tmp: Path) -> dict:
-    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # a --reuse run's earlier case: its server's pid file would fool the start
+    tmp.mkdir(parents=True)
     words = shlex.split(line)
     out = words[words.index("-o") + 1]
     started = time.time()
     load = os.getloadavg()[0]
     with ExitStack() as stack:
         server = stack.enter_context(reapi_server.exec_server(tmp / "bgd", workers=0, toolchains=[toolchain_line()],
-                                                              threads=(1 + a.jobs_per_worker) * workers + 64))
+                                                              threads=(1 + a.jobs_per_worker) * workers + 64,
+                                                              tuning=tuning_of(a), separate_cas=a.separate_cas,
+                                                              split=a.split))
         t = time.monotonic()
-        procs = [server.start_worker(wait=False, replay=replay, speed=a.speed, bots=min(BOTS_PER_PROCESS, workers - i))
+        procs = [server.start_worker(wait=False, replay=replay, speed=a.speed, bots=min(BOTS_PER_PROCESS, workers - i),
+                                     blob_cache=a.worker_cache)
                  for i in range(0, workers, BOTS_PER_PROCESS)]
         server.wait_workers()
         bots_up = time.monotonic() - t
@@ -170,12 +263,76 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
         if a.profile:  # py-spy's samples of every Python process of the link, threads included
             argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--threads", "--idle",
                     "--format", "raw", "--rate", "200", "-o", str(tmp / "profile.txt"), "--", *argv]
-        run = measure(argv, where, run_env, tmp / "link.out")
+        # The processes of the cluster, by process group (each was started in its own session):
+        # their CPU over the link alone, not over their start-up.
+        bgd_pid = int((tmp / "bgd" / "bgd-exec.pid").read_text().split()[0])
+        def pid_of(name: str) -> int:
+            path = tmp / "bgd" / f"{name}.pid"
+            return int(path.read_text().split()[0]) if path.exists() else 0
+
+        groups = {"bgd": bgd_pid, "bgd_cas": pid_of("bgd-cas"), "bgd_bots": pid_of("bgd-bots"),
+                  "postgres": server.postgres.proc.pid if server.postgres.proc else 0,
+                  **{f"bots{i}": w.pid for i, w in enumerate(procs)}}
+        before = group_cpu(groups)
+        with server_profile(bgd_pid, tmp / "bgd-profile.txt") if a.profile_server else ExitStack():
+            run = measure(argv, where, run_env, tmp / "link.out")
+        after = group_cpu(groups)
+        cluster_cpu = {"bgd": round(after["bgd"] - before["bgd"], 2),
+                       "bgd_cas": round(after["bgd_cas"] - before["bgd_cas"], 2),
+                       "bgd_bots": round(after["bgd_bots"] - before["bgd_bots"], 2),
+                       "postgres": round(after["postgres"] - before["postgres"], 2),
+                       "bots": round(sum(after[g] - before[g] for g in groups if g.startswith("bots")), 2)}
         record = record_of(log)
+        legs = job_legs(server.url, record)
         replayed = sum(server.worker_log(i).count(" replayed ") for i in range(len(procs)))
+        # The bytes of the jobs' input trees, and of those the part read from the server (the rest
+        # came from the workers' blob caches).
+        fetched = sum(int(n) for i in range(len(procs))
+                      for n in re.findall(r" replayed \S+: (\d+) bytes fetched", server.worker_log(i)))
+        from_server = sum(int(n) for i in range(len(procs))
+                          for n in re.findall(r" bytes fetched, (\d+) from the server", server.worker_log(i)))
     # the proxy's stats are in `net` once it has stopped (the ExitStack closed it)
-    return summarise(project, mode, workers, rtt, a, run, record, local, net, rtt_got, replayed, bots_up,
-                     started, load)
+    result = summarise(project, mode, workers, rtt, a, run, record, local, net, rtt_got, replayed, bots_up,
+                       started, load)
+    executed = result["executed"] or 1
+    result |= {"cluster_cpu": cluster_cpu, "bgd_cpu_ms_per_job": round(1000 * cluster_cpu["bgd"] / executed, 1),
+               "legs": legs, "worker_fetched": fetched, "worker_from_server": from_server, "worker_cache": a.worker_cache,
+               "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
+               "separate_cas": a.separate_cas or a.split, "split": a.split}
+    # BuildGrid's CPU per job, whichever processes it ran as
+    result["bgd_cpu_ms_per_job"] = round(1000 * (cluster_cpu["bgd"] + cluster_cpu["bgd_cas"] + cluster_cpu["bgd_bots"])
+                                         / executed, 1)
+    return result
+
+
+def job_legs(url: str, record: dict) -> dict[str, float]:
+    """Where a remote job's time went, median over the link's executed jobs, from the client's log
+    and the timestamps BuildGrid and the worker put in each ActionResult (read back from the
+    action cache; one clock, one machine): `submit` the client's start of the job to the server
+    queueing it (the Action built and uploaded, Execute sent), `queue` to a worker taking it,
+    `worker` its fetch, compile and upload, `back` from the worker's end to the client's."""
+    from ltowrap.remote.client import Client, Endpoint
+
+    client = Client(Endpoint(url))
+    legs: dict[str, list[float]] = {"submit": [], "queue": [], "worker": [], "back": []}
+    try:
+        for b in record["backends"]:
+            if b["source"] != "remote" or not b.get("action"):
+                continue
+            digest, size = b["action"].split("/")
+            result = client.get_action_result((digest, int(size)))
+            if result is None:
+                continue
+            m = result.execution_metadata
+            queued, started, done = (m.queued_timestamp.ToNanoseconds() / 1e9,
+                                     m.worker_start_timestamp.ToNanoseconds() / 1e9,
+                                     m.worker_completed_timestamp.ToNanoseconds() / 1e9)
+            for leg, seconds in (("submit", queued - b["start"]), ("queue", started - queued),
+                                 ("worker", done - started), ("back", b["end"] - done)):
+                legs[leg].append(seconds)
+    finally:
+        client.close()
+    return {leg: round(statistics.median(v), 3) for leg, v in legs.items() if v}
 
 
 def serial_part(record: dict) -> float:
@@ -259,11 +416,25 @@ def projected(results: list[dict], local: dict) -> None:
         r["projection_error"] = round((r["projection"] - r["wall"]) / r["wall"], 3)
 
 
+def legs_cell(legs: dict[str, float]) -> str:
+    return " / ".join(f"{legs[k]:.2f}" if k in legs else "—" for k in ("submit", "queue", "worker", "back"))
+
+
+def bgd_cpu(r: dict) -> str:
+    """BuildGrid's CPU over the link and per executed job; by process when it ran as several."""
+    cpu = r["cluster_cpu"]
+    total = cpu["bgd"] + cpu.get("bgd_cas", 0) + cpu.get("bgd_bots", 0)
+    parts = (f" = exec {cpu['bgd']:.1f} + bots {cpu['bgd_bots']:.1f} + CAS {cpu['bgd_cas']:.1f}" if r.get("split")
+             else f" = exec {cpu['bgd']:.1f} + CAS {cpu['bgd_cas']:.1f}" if r.get("separate_cas") else "")
+    return f"{total:.1f} ({r['bgd_cpu_ms_per_job']:.0f}){parts}"
+
+
 def table(results: list[dict], locals_: dict[str, dict]) -> str:
     lines = ["| link | mode | workers | RTT ms (measured) | wall s | ideal s | wall/ideal | local s | projection s "
              "(error) | executed / here (raced) | jobs/s | ltowrap CPU ms/job (over local) | uploaded MB "
-             "(dedup MB) | retries | queued median s | load |",
-             "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---:|"]
+             "(dedup MB) | retries | queued median s | job legs s: submit / queue / worker / back | bgd CPU s (ms/job) "
+             "| worker cache | polling (assigners) | load |",
+             "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---|---|---|---|---:|"]
     for r in results:
         proj = f"{r['projection']:.2f} ({100 * r['projection_error']:+.0f} %)" if "projection" in r else "—"
         lines.append(
@@ -272,7 +443,12 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
             f"| {r['executed']} / {r['here']} ({r['raced']}) | {r['jobs_per_s'] or 0:.1f} "
             f"| {r['cpu_ms_per_job'] or 0:.1f} ({r['cpu_ms_per_job_over_local'] or 0:+.1f}) "
             f"| {r['uploaded'] / 1e6:.1f} ({r['deduplicated'] / 1e6:.1f}) | {r['retries']} "
-            f"| {r['queued_median'] if r['queued_median'] is not None else '—'} | {r['load']:.1f} |")
+            f"| {r['queued_median'] if r['queued_median'] is not None else '—'} "
+            f"| {legs_cell(r.get('legs') or {})} "
+            f"| {bgd_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
+            f"| {r['tuning']['name']} ({r['tuning']['assigners']}){', proactive' if r['tuning'].get('proactive_fetch') else ''}"
+            f"{', split' if r.get('split') else ', CAS apart' if r.get('separate_cas') else ''} "
+            f"| {r['load']:.1f} |")
     lines += ["", "Local links (the replay's source, LTOWRAP_JOBS=2, empty cache):", ""]
     for name, rec in locals_.items():
         times = [b["end"] - b["start"] for b in rec["backends"]]
@@ -299,11 +475,30 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="run each remote link under py-spy (pip install py-spy); "
                    "its samples in the case's directory, profile.txt (with --keep)")
     p.add_argument("--keep", type=Path, help="work here and keep it (logs of the server, bots and links)")
+    p.add_argument("--reuse", action="store_true", help="with --keep: a project already prepared there (its build, "
+                   "local link and replay) is reused as it is, not built again; the table says so")
+    p.add_argument("--worker-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="each replay worker process keeps the blobs it fetched, by digest, and does not fetch them "
+                   "again (what buildbox-casd's local CAS gives every BuildGrid worker); on by default")
+    p.add_argument("--tuning", choices=["deployment", "test"], default="deployment",
+                   help="how often the scheduler and the bots talk (tests/reapi_server.py's SchedulerTuning): "
+                   "a deployment's keepalives and polls (default), or the tests' (a dead bot noticed in 4 s)")
+    p.add_argument("--separate-cas", action=argparse.BooleanOptionalAction, default=False,
+                   help="the CAS in a BuildGrid process of its own, the workers' blobs served there")
+    p.add_argument("--proactive-fetch", action=argparse.BooleanOptionalAction, default=None,
+                   help="BuildGrid's proactive-fetch-full-queue (default: the --tuning's, on for deployment)")
+    p.add_argument("--split", action=argparse.BooleanOptionalAction, default=False,
+                   help="BuildGrid as three processes on one PostgreSQL: the CAS (and action cache), the clients' "
+                   "Execution and Operations, the workers' Bots and assigners (implies --separate-cas)")
+    p.add_argument("--assigners", type=int, default=1, help="BuildGrid's job assigner threads")
+    p.add_argument("--profile-server", action="store_true", help="sample BuildGrid's process with py-spy during "
+                   "each remote link (active samples, every thread): bgd-profile.txt in the case's directory")
     a = p.parse_args()
     stamp = datetime.datetime.now().astimezone()
     load = os.getloadavg()
     results: list[dict] = []
     locals_: dict[str, dict] = {}
+    reused: list[str] = []
     with ExitStack() as stack:
         if a.keep:
             a.keep.mkdir(parents=True, exist_ok=True)
@@ -311,19 +506,34 @@ def main() -> int:
         else:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ltowrap-cluster-")))
         for name in a.project:
-            (tmp / name).mkdir()
-            where, line, env = prepare_project(name, tmp / name, a.modules)
+            prepared = tmp / name / "prepared.json"
+            if a.reuse and prepared.exists():
+                # A --keep directory from an earlier run: its build, local link and replay as they were.
+                saved = json.loads(prepared.read_text())
+                where, line, env = Path(saved["where"]), saved["line"], saved["env"]
+                local = record_of(tmp / name / "local.jsonl")
+                expected = (tmp / name / "expected.bin").read_bytes()
+                replay = tmp / name / "replay"
+                reused.append(f"{name} from {saved['when']}")
+            else:
+                (tmp / name).mkdir()
+                where, line, env = prepare_project(name, tmp / name, a.modules)
+                words = shlex.split(line)
+                out = words[words.index("-o") + 1]
+                (where / out).unlink(missing_ok=True)
+                log = tmp / name / "local.jsonl"
+                cache = cold_cache(env, tmp / name / "local-cache")
+                measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log),
+                                                         "LTOWRAP_MEMO": "0"}, tmp / name / "local.out")
+                local = record_of(log)
+                expected = (where / out).read_bytes()
+                replay = reapi_server.replay_dir(local, cache, tmp / name / "replay")
+                (tmp / name / "expected.bin").write_bytes(expected)
+                prepared.write_text(json.dumps({"where": str(where), "line": line, "env": env,
+                                                "when": datetime.datetime.now().isoformat(timespec="minutes")}))
             words = shlex.split(line)
             out = words[words.index("-o") + 1]
-            (where / out).unlink(missing_ok=True)
-            log = tmp / name / "local.jsonl"
-            cache = cold_cache(env, tmp / name / "local-cache")
-            measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log), "LTOWRAP_MEMO": "0"},
-                    tmp / name / "local.out")
-            local = record_of(log)
             locals_[name] = local
-            expected = (where / out).read_bytes()
-            replay = reapi_server.replay_dir(local, cache, tmp / name / "replay")
             mine = []
             for mode, workers, rtt in project_cases(a):
                 print(f"cluster: {name} {mode} {workers} workers {rtt:g} ms", file=sys.stderr, flush=True)
@@ -335,8 +545,9 @@ def main() -> int:
                 mine.append(r)
             projected(mine, local)
             results += mine
+    note = f"; reused from --keep: {', '.join(reused)}" if reused else ""
     write_results(a.out, stamp, "cluster", "Simulated cluster", load[0], table(results, locals_),
-                  {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)}, "locals": locals_, "results": results})
+                  {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)}, "locals": locals_, "results": results}, note)
     return 0
 
 

@@ -112,6 +112,12 @@ def write_results(out: Path, stamp, kind: str, title: str, load_at_start: float,
     print(head + text)
     name = stamp.strftime("%Y-%m-%d-%H%M")
     out.mkdir(parents=True, exist_ok=True)
+    # Two runs started in the same minute (short cases one after another): the second gets a
+    # suffix rather than overwriting the first's results.
+    base, n = name, 1
+    while (out / f"{name}-{kind}.md").exists():
+        n += 1
+        name = f"{base}-{n}"
     (out / f"{name}-{kind}.md").write_text(head + text + "\n")
     (out / f"{name}-{kind}.json").write_text(json.dumps(data, indent=1))
 

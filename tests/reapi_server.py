@@ -57,6 +57,34 @@ ASSIGNER_INTERVAL_S = 0.05
 STARTUP_TIMEOUT_S = 60.0
 
 
+@dataclass(frozen=True)
+class SchedulerTuning:
+    """How often the scheduler and its bots talk: BuildGrid's sql-scheduler settings, the Execute
+    streams' keepalive and the test workers' own polling. Every bot's UpdateBotSession is several
+    database transactions in BuildGrid's one Python process, so these set much of its CPU per job."""
+
+    keepalive_s: float = BOT_KEEPALIVE_S  # bot-session-keepalive-timeout
+    reaper_interval_s: float = SESSION_REAPER_INTERVAL_S  # session-expiry-timer-interval
+    assigners: int = 1  # priority-age-assigner threads
+    assigner_interval_s: float = ASSIGNER_INTERVAL_S
+    operation_keepalive_s: float = 5.0  # operation-stream-keepalive-timeout: each Execute stream's idle update
+    heartbeat_s: float = 1.0  # a busy worker's UpdateBotSession period
+    long_poll_s: float = 5.0  # an idle worker's UpdateBotSession deadline (BuildGrid holds it 80 % of this)
+    # proactive-fetch-full-queue: a bot that reports a job done is handed the next queued one in the
+    # same call and transaction, not through an assigner thread, a notification and one more call.
+    proactive_fetch: bool = False
+
+
+# The tests': a SIGKILLed bot's job is re-queued within about 4.5 s.
+TEST_TUNING = SchedulerTuning()
+# A deployment's (bench/cluster.py): dead bots are noticed in a minute, not seconds, so a busy bot
+# reports every 20 s and an idle one waits up to 40 s for work (BuildGrid's default keepalive is
+# 600 s, its reference config's 120 s); an Execute stream hears from the server every 60 s. A bot
+# that finishes a job still reports at once, so none of this delays a result.
+DEPLOYMENT_TUNING = SchedulerTuning(keepalive_s=60, reaper_interval_s=5, operation_keepalive_s=60, heartbeat_s=20,
+                                    long_poll_s=50, proactive_fetch=True)
+
+
 def find_python313() -> Path | None:
     """A Python 3.13 interpreter: pyenv's first, then python3.13 on PATH."""
     pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
@@ -178,15 +206,32 @@ def _q(s: str) -> str:
     return json.dumps(s)
 
 
-def _storage_yaml(cache_failed_actions: bool, client_updates: bool = True) -> str:
+def _storage_yaml(cache_failed_actions: bool, client_updates: bool = True, cas_url: str | None = None,
+                  cas_dir: Path | None = None) -> str:
     """The CAS and the action cache clients see (&ac); the scheduler writes to &sched_ac, which
     is &ac itself unless clients may not write it (BuildGrid's read-only cache refuses the
-    scheduler too, so a read-only &ac gets a writable one of the scheduler's own)."""
+    scheduler too, so a read-only &ac gets a writable one of the scheduler's own). With cas_url
+    the blobs live in that server (a CAS of its own, as deployments split it from the scheduler)
+    and this one reads and writes them there; with cas_dir, in that directory, which another
+    server may serve too (BuildGrid's disk storage writes a blob whole, then renames it)."""
+    if cas_url:
+        # The action cache too: the scheduler of the process that serves the bots writes it, the
+        # client reads it from another (exec_server's split).
+        url = _q(cas_url.replace("grpc://", "http://"))
+        assert client_updates, "a read-only action cache beside a CAS of its own: not needed yet"
+        return f"""\
+storages:
+  - !remote-storage &cas
+    url: {url}
+caches:
+  - !remote-action-cache &ac
+    url: {url}
+"""
+    storage = (f"  - !disk-storage &cas\n    path: {_q(str(cas_dir))}\n" if cas_dir is not None
+               else "  - !lru-storage &cas\n    size: 512MB\n")
     text = f"""\
 storages:
-  - !lru-storage &cas
-    size: 512MB
-caches:
+{storage}caches:
   - !lru-action-cache &ac
     storage: *cas
     max-cached-refs: 100000
@@ -277,7 +322,9 @@ instances:
 
 
 def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: bool = True,
-                match_keys: tuple[str, ...] = (), client_updates: bool = True, threads: int = 128) -> str:
+                match_keys: tuple[str, ...] = (), client_updates: bool = True, threads: int = 128,
+                tuning: SchedulerTuning = TEST_TUNING, cas_url: str | None = None,
+                role: str = "all", cas_dir: Path | None = None) -> str:
     """BuildGrid config: cache services + Execution/Operations/Bots on a PostgreSQL scheduler.
 
     Platform keys accepted: OSFamily and ISA (always match keys in BuildGrid) and
@@ -289,7 +336,12 @@ def exec_config(port: int, db_url: str, instance: str = "", match_toolchain: boo
     capabilities say so); if not, what the scheduler caches is not in the one clients read.
     threads: the server's thread pool. Every bot's long poll and every client's waiting
     Execute stream holds one, so a cluster of N bots with a client of remote_jobs J needs
-    more than N + J (bench/cluster.py: 128 bots and 128 streams).
+    more than N + J (bench/cluster.py: 128 bots and 128 streams). tuning: see SchedulerTuning.
+    cas_url: the blobs and the action cache are that server's (see _storage_yaml); the CAS services
+    here pass through. role: "all" serves Execution, Operations and Bots; "execution" the first
+    two (the clients' frontend, no assigner) and "bots" the last (the workers', with the
+    assigners): one PostgreSQL, so two processes share the scheduler's work and their GILs.
+    cas_dir: the blobs in that directory (see _storage_yaml).
 
     The scheduler writes each finished job's ActionResult to the action cache itself;
     exit codes other than 0 are not cached (cache-failed-actions: false), like Bazel.
@@ -304,7 +356,8 @@ connections:
     connection-string: {_q(db_url)}
     pool-size: {max(10, threads // 8)}
     max-overflow: {max(20, threads // 4)}
-""" + _storage_yaml(cache_failed_actions=False, client_updates=client_updates) + f"""\
+""" + _storage_yaml(cache_failed_actions=False, client_updates=client_updates, cas_url=cas_url,
+                    cas_dir=cas_dir) + f"""\
 schedulers:
   - !sql-scheduler &sched
     sql: *sql
@@ -312,22 +365,26 @@ schedulers:
     action-cache: {"*ac" if client_updates else "*sched_ac"}
     property-set: !dynamic-property-set
       {keys}
-    bot-session-keepalive-timeout: {BOT_KEEPALIVE_S}
-    session-expiry-timer-interval: {SESSION_REAPER_INTERVAL_S}
+    bot-session-keepalive-timeout: {tuning.keepalive_s:g}
+    session-expiry-timer-interval: {tuning.reaper_interval_s:g}
     poll-interval: 0.05
     bot-poll-interval: 0.05
     max-job-attempts: 5
+    proactive-fetch-full-queue: {str(tuning.proactive_fetch).lower()}
+""" + ("" if role == "execution" else f"""\
     assigners:
       - !priority-age-assigner
-        count: 1
-        interval: {ASSIGNER_INTERVAL_S}
+        count: {tuning.assigners}
+        interval: {tuning.assigner_interval_s:g}
         jitter-factor: 0
         failure-backoff: 0.1
         busy-sleep-factor: 0.1
-""" + _instance_yaml(instance, """\
+""") + _instance_yaml(instance, f"""\
       - !execution
         scheduler: *sched
-        operation-stream-keepalive-timeout: 5
+        operation-stream-keepalive-timeout: {tuning.operation_keepalive_s:g}
+        endpoints: {json.dumps({"all": ["execution", "operations", "bots"], "execution": ["execution", "operations"],
+                                "bots": ["bots"]}[role])}
 """)
 
 
@@ -508,6 +565,9 @@ class ExecServer:
     workdir: Path
     worker_properties: list[tuple[str, str]]
     postgres: Postgres
+    tuning: SchedulerTuning = TEST_TUNING
+    cas_url: str | None = None  # the workers' CAS when it is a server of its own (exec_server's separate_cas)
+    bots_url: str | None = None  # the workers' Bots server when it is not url (exec_server's split)
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -516,7 +576,7 @@ class ExecServer:
 
     def start_worker(self, wait: bool = True, extra: tuple[tuple[str, str], ...] = (),
                      stall: float = 0.0, replay: Path | None = None, speed: float = 1.0,
-                     bots: int = 1) -> subprocess.Popen[bytes]:
+                     bots: int = 1, blob_cache: bool = False) -> subprocess.Popen[bytes]:
         """Start one more worker process (advertising `extra` properties too; `stall`: seconds it waits
         before running each action, a slow worker; `replay`: a replay directory, its compiles
         replayed `speed` times as fast, see reapi_worker.py; `bots`: bots in the process); with
@@ -524,8 +584,9 @@ class ExecServer:
         i = len(self.workers)
         ready = self.workdir / f"worker{i}.ready"
         log = self.workdir / f"worker{i}.log"
-        argv = [str(self.python), str(WORKER_SCRIPT), "--url", self.url, "--instance", self.instance,
-                "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready)]
+        argv = [str(self.python), str(WORKER_SCRIPT), "--url", self.bots_url or self.url, "--instance", self.instance,
+                "--bot-id", f"test-worker-{i}-{os.getpid()}", "--ready-file", str(ready),
+                "--heartbeat", f"{self.tuning.heartbeat_s:g}", "--long-poll", f"{self.tuning.long_poll_s:g}"]
         for k, v in (*self.worker_properties, *extra):
             argv += ["--property", f"{k}={v}"]
         if stall:
@@ -534,6 +595,10 @@ class ExecServer:
             argv += ["--replay", str(replay), "--speed", str(speed)]
         if bots != 1:
             argv += ["--bots", str(bots)]
+        if blob_cache:
+            argv += ["--blob-cache"]
+        if self.cas_url is not None:
+            argv += ["--cas-url", self.cas_url]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=self.workdir)
@@ -571,13 +636,22 @@ def exec_server(
     match_keys: tuple[str, ...] = (),
     client_updates: bool = True,
     threads: int = 128,
+    tuning: SchedulerTuning = TEST_TUNING,
+    separate_cas: bool = False,
+    split: bool = False,
 ) -> Iterator[ExecServer]:
     """BuildGrid with execution on a fresh PostgreSQL, plus `workers` test workers.
 
     toolchains: values of ltowrap-toolchain the workers advertise; the key is then a
     match key, so an action runs only where its value is advertised. None makes the key
     a wildcard: any value is accepted and ignored for matching. Workers always
-    advertise OSFamily=linux. client_updates, threads: see exec_config.
+    advertise OSFamily=linux. client_updates, threads, tuning: see exec_config. separate_cas: the
+    blobs in a second BuildGrid process of their own (a CAS server, as deployments run one apart
+    from the scheduler): the workers read and write them there, and the execution server's own
+    CAS services pass the client's through to it. Unless split, both serve one directory on tmpfs
+    (two frontends of one storage), so neither passes blobs through the other. split: the execution
+    server in two processes on the one PostgreSQL, as BuildGrid's `endpoints` allow: the clients'
+    (Execution, Operations; url) and the workers' (Bots and the assigners; bots_url).
     """
     python = buildgrid_python()
     if not (PG_BIN / "initdb").exists():
@@ -596,14 +670,38 @@ def exec_server(
         if migrate.returncode != 0:
             raise RuntimeError(f"bgd migrate apply failed:\n{_log_tail(migrate_log)}")
 
-        def make_config(port: int) -> str:
-            return exec_config(port, pg.url, instance, match_toolchain=toolchains is not None, match_keys=match_keys,
-                               client_updates=client_updates, threads=threads)
+        cas_url, cas_dir = None, None
+        if split:
+            cas_port = stack.enter_context(_bgd_server(python, lambda port: cache_config(port, instance, threads=threads),
+                                                       tmp_path, "bgd-cas"))
+            cas_url = f"grpc://127.0.0.1:{cas_port}"
+        elif separate_cas:
+            cas_dir = Path(tempfile.mkdtemp(prefix="ltowrap-cas-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+            stack.callback(shutil.rmtree, cas_dir, ignore_errors=True)
 
-        port = stack.enter_context(_bgd_server(python, make_config, tmp_path, "bgd-exec"))
+            def cas_config(port: int) -> str:
+                return (_server_yaml(port, threads=threads) + _storage_yaml(cache_failed_actions=False, cas_dir=cas_dir)
+                        + _instance_yaml(instance))
+
+            cas_port = stack.enter_context(_bgd_server(python, cas_config, tmp_path, "bgd-cas"))
+            cas_url = f"grpc://127.0.0.1:{cas_port}"
+
+        def make_config(role: str) -> Callable[[int], str]:
+            return lambda port: exec_config(port, pg.url, instance, match_toolchain=toolchains is not None,
+                                            match_keys=match_keys, client_updates=client_updates, threads=threads,
+                                            tuning=tuning, cas_url=cas_url if split else None, role=role,
+                                            cas_dir=cas_dir)
+
+        bots_url = None
+        if split:
+            bots_port = stack.enter_context(_bgd_server(python, make_config("bots"), tmp_path, "bgd-bots"))
+            bots_url = f"grpc://127.0.0.1:{bots_port}"
+        port = stack.enter_context(_bgd_server(python, make_config("execution" if split else "all"), tmp_path,
+                                               "bgd-exec"))
         props = [("OSFamily", "linux")] + [("ltowrap-toolchain", t) for t in toolchains or []]
         server = ExecServer(url=f"grpc://127.0.0.1:{port}", instance=instance, python=python,
-                            workdir=tmp_path, worker_properties=props, postgres=pg)
+                            workdir=tmp_path, worker_properties=props, postgres=pg, tuning=tuning,
+                            cas_url=cas_url, bots_url=bots_url)
         # Workers stop before the server and the server before PostgreSQL (ExitStack is LIFO).
         stack.callback(server.stop_workers)
         for _ in range(workers):

@@ -22,13 +22,15 @@ clang, sleeps for the compile time a local run recorded for that backend divided
 `m/<rank>-<digest>.o` the Command compiles (remote/action.py), so the digest is read off its
 name. A module DIR does not know fails the action (exit 1), as a compile error would.
 --bots N runs N bots in this one process (a thread each, one channel per 16 bots), so
-that 128 of them fit on two cores.
+that 128 of them fit on two cores. --blob-cache keeps every blob read, by digest, for the
+bots of the process (a worker machine's local CAS, as buildbox-casd gives a BuildGrid
+worker): a blob is fetched from the server once per process, not once per job.
 
 Usage (see tests/reapi_server.py, which starts these):
     python reapi_worker.py --url grpc://127.0.0.1:PORT [--instance NAME]
         [--property OSFamily=linux] [--property ltowrap-toolchain=VALUE ...]
         [--ready-file PATH] [--inline-stdio] [--stall SECONDS]
-        [--replay DIR [--speed F]] [--bots N]
+        [--replay DIR [--speed F]] [--bots N] [--blob-cache [--blob-cache-mb N]] [--cas-url URL]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,21 +116,80 @@ class MissingBlob(Exception):
 
 
 @dataclass
+class BlobCache:
+    """Blobs this worker process already has, by digest: the local CAS a real worker keeps
+    (buildbox-casd beside buildbox-worker, Buildbarn's bb_worker with its local cache), so that
+    a blob the next job needs again (for ThinLTO the imported modules, many jobs' inputs) is not
+    fetched from the server again. In memory, least recently used out first beyond max_bytes;
+    shared by the bots of one process (--bots), as casd is by the runners of one machine."""
+
+    max_bytes: int
+    _blobs: OrderedDict[tuple[str, int], bytes] = field(default_factory=OrderedDict)
+    _size: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    hits: int = 0
+    hit_bytes: int = 0
+
+    def get(self, key: tuple[str, int]) -> bytes | None:
+        with self._lock:
+            data = self._blobs.get(key)
+            if data is not None:
+                self._blobs.move_to_end(key)
+                self.hits += 1
+                self.hit_bytes += len(data)
+            return data
+
+    def put(self, key: tuple[str, int], data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._blobs:
+                return
+            self._blobs[key] = data
+            self._size += len(data)
+            while self._size > self.max_bytes:
+                _, old = self._blobs.popitem(last=False)
+                self._size -= len(old)
+
+
+@dataclass
 class Cas:
-    """CAS reads and writes via BatchReadBlobs/BatchUpdateBlobs, ByteStream for big blobs."""
+    """CAS reads and writes via BatchReadBlobs/BatchUpdateBlobs, ByteStream for big blobs;
+    reads go through `cache` first when there is one. `fetched`: bytes read from the server."""
 
     channel: grpc.Channel
     instance: str
+    cache: BlobCache | None = None
+    fetched: int = 0
 
     def __post_init__(self) -> None:
         self.cas = re_grpc.ContentAddressableStorageStub(self.channel)
         self.bs = bytestream_pb2_grpc.ByteStreamStub(self.channel)
 
+    def read_many(self, digests: list[re_pb2.Digest]) -> dict[tuple[str, int], bytes]:
+        if self.cache is None:
+            out = self._read_many(digests)
+            self.fetched += sum(len(v) for v in out.values())
+            return out
+        out: dict[tuple[str, int], bytes] = {}
+        wanted: list[re_pb2.Digest] = []
+        for d in digests:
+            data = self.cache.get(dkey(d))
+            if data is None:
+                wanted.append(d)
+            else:
+                out[dkey(d)] = data
+        got = self._read_many(wanted) if wanted else {}
+        for key, data in got.items():
+            self.cache.put(key, data)
+        self.fetched += sum(len(v) for v in got.values())
+        return out | got
+
     def _resource(self, d: re_pb2.Digest) -> str:
         prefix = f"{self.instance}/" if self.instance else ""
         return f"{prefix}blobs/{d.hash}/{d.size_bytes}"
 
-    def read_many(self, digests: list[re_pb2.Digest]) -> dict[tuple[str, int], bytes]:
+    def _read_many(self, digests: list[re_pb2.Digest]) -> dict[tuple[str, int], bytes]:
         out: dict[tuple[str, int], bytes] = {}
         unique = {dkey(d): d for d in digests}
         small = [d for d in unique.values() if d.size_bytes <= MAX_BATCH_BYTES]
@@ -440,7 +502,10 @@ class Job:
         """Fetch the inputs, wait the recorded compile time, answer with the recorded object."""
         assert self.replay is not None
         meta = self.result.execution_metadata
+        # A bot runs one job at a time, so the growth of its Cas's count is this job's.
+        from_server = self.cas.fetched
         fetched = fetch_tree(self.cas, action.input_root_digest)
+        from_server = self.cas.fetched - from_server
         meta.input_fetch_completed_timestamp.CopyFrom(now_ts())
         module = self.replay.module(list(command.arguments))
         seconds = self.replay.times.get(module or "")
@@ -470,7 +535,14 @@ class Job:
         self.cas.upload(blobs)
         meta.output_upload_completed_timestamp.CopyFrom(now_ts())
         meta.worker_completed_timestamp.CopyFrom(now_ts())
-        log(f"lease {self.lease.id} replayed {module}: {fetched} bytes fetched")
+        # fetched: the input tree's bytes, read from the server or from the blob cache.
+        def span(a: timestamp_pb2.Timestamp, b: timestamp_pb2.Timestamp) -> float:
+            return (b.ToNanoseconds() - a.ToNanoseconds()) / 1e9
+
+        log(f"lease {self.lease.id} replayed {module}: {fetched} bytes fetched, {from_server} from the server "
+            f"(seconds: fetch {span(meta.input_fetch_start_timestamp, meta.input_fetch_completed_timestamp):.3f}, "
+            f"compile {span(meta.execution_start_timestamp, meta.execution_completed_timestamp):.3f}, "
+            f"upload {span(meta.output_upload_start_timestamp, meta.output_upload_completed_timestamp):.3f})")
 
     def _exec(
         self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None
@@ -511,15 +583,19 @@ class Worker:
     inline_stdio: bool
     stall: float = 0.0
     replay: Replay | None = None
+    long_poll: float = LONG_POLL_TIMEOUT
+    cas_channel: grpc.Channel | None = None  # the CAS's, when it is not the Bots server's (--cas-url)
     channel: grpc.Channel | None = None  # shared by the bots of one process (--bots); else its own
+    blob_cache: BlobCache | None = None  # shared by the bots of one process too
 
     def __post_init__(self) -> None:
         target = self.url.removeprefix("grpc://")
         if self.channel is None:
             self.channel = grpc.insecure_channel(target)
         self.bots = bots_pb2_grpc.BotsStub(self.channel)
-        self.cas = Cas(self.channel, self.instance)
+        self.cas = Cas(self.cas_channel or self.channel, self.instance, self.blob_cache)
         self.jobs: dict[str, Job] = {}
+        self.updates = 0  # UpdateBotSession calls: what this bot costs the scheduler
 
     def _new_session(self) -> bots_pb2.BotSession:
         device = worker_pb2.Device(
@@ -550,11 +626,20 @@ class Worker:
             self.ready_file.write_text(session.name)
         while True:
             self._sync_jobs(session)
-            busy = any(not j.done.is_set() for j in self.jobs.values())
+            if self._running():
+                # Report at the next heartbeat, or as soon as a running job finishes. Not at once
+                # for a lease just taken: the server handed it out and holds it for the keepalive,
+                # so a call now would tell it nothing and cost it a transaction per job.
+                deadline = time.monotonic() + self.heartbeat
+                while (running := self._running()) and time.monotonic() < deadline:
+                    running[0].done.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self._sync_jobs(session)
+            busy = bool(self._running())
+            self.updates += 1
             try:
                 session = self.bots.UpdateBotSession(
                     bots_pb2.UpdateBotSessionRequest(name=session.name, bot_session=session),
-                    timeout=HEARTBEAT_RPC_TIMEOUT if busy else LONG_POLL_TIMEOUT,
+                    timeout=HEARTBEAT_RPC_TIMEOUT if busy else self.long_poll,
                 )
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
@@ -569,14 +654,9 @@ class Worker:
                 session = self._new_session()
                 continue
             self._drop_revoked(session)
-            if busy:
-                # Wake at the next heartbeat, or as soon as a running job finishes.
-                deadline = time.monotonic() + self.heartbeat
-                while time.monotonic() < deadline:
-                    running = [j for j in self.jobs.values() if not j.done.is_set()]
-                    if not running:
-                        break
-                    running[0].done.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _running(self) -> list[Job]:
+        return [j for j in self.jobs.values() if not j.done.is_set()]
 
     def _sync_jobs(self, session: bots_pb2.BotSession) -> None:
         """Start new leases and mark finished ones COMPLETED in the session we send next."""
@@ -593,7 +673,8 @@ class Worker:
                 lease.state = bots_pb2.LeaseState.COMPLETED
                 lease.status.CopyFrom(job.status)
                 lease.result.Pack(job.result)
-                log(f"lease {lease.id} done: status={job.status.code} exit={job.result.exit_code}")
+                log(f"lease {lease.id} done: status={job.status.code} exit={job.result.exit_code} "
+                    f"(bot {self.bot_id}: {self.updates} UpdateBotSession calls before this one)")
 
     def _drop_revoked(self, session: bots_pb2.BotSession) -> None:
         """Forget reported jobs; kill jobs whose lease the server took back (cancelled)."""
@@ -617,6 +698,11 @@ def main(argv: list[str] | None = None) -> int:
         "(default: OSFamily=linux)",
     )
     ap.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats while busy")
+    ap.add_argument("--long-poll", type=float, default=LONG_POLL_TIMEOUT,
+                    help="an idle bot's UpdateBotSession deadline; BuildGrid holds the call 80 %% of it, or of its "
+                    "keepalive if shorter, when no job comes")
+    ap.add_argument("--cas-url", default=None, help="grpc://HOST:PORT of the CAS when it is a server of its own "
+                    "(default: --url's)")
     ap.add_argument("--ready-file", type=Path, default=None, help="written once the bot session exists")
     ap.add_argument("--keep-dirs", action="store_true", help="keep job directories (debugging)")
     ap.add_argument("--inline-stdio", action="store_true", help="also put stdout/stderr in *_raw fields")
@@ -625,6 +711,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay a local run's compiles (DIR: times.json and <module digest>.o) instead of running them")
     ap.add_argument("--speed", type=float, default=1.0, help="replay: recorded compile times are divided by this")
     ap.add_argument("--bots", type=int, default=1, help="bots in this process (one thread each)")
+    ap.add_argument("--blob-cache", action="store_true",
+                    help="keep the blobs fetched, by digest, and read them from there again (a worker's local CAS, "
+                    "as buildbox-casd keeps); one cache for the bots of this process")
+    ap.add_argument("--blob-cache-mb", type=int, default=1024, help="the blob cache's size (least recently used out)")
     args = ap.parse_args(argv)
     props = [tuple(p.split("=", 1)) for p in args.property] or [("OSFamily", "linux")]
     if any(len(p) != 2 for p in props):
@@ -633,6 +723,9 @@ def main(argv: list[str] | None = None) -> int:
     bot_id = args.bot_id or f"{socket.gethostname()}-{os.getpid()}"
     target = args.url.removeprefix("grpc://")
     channels = [grpc.insecure_channel(target) for _ in range((args.bots + 15) // 16)] if args.bots > 1 else [None]
+    blob_cache = BlobCache(args.blob_cache_mb << 20) if args.blob_cache else None
+    cas_channels = ([grpc.insecure_channel(args.cas_url.removeprefix("grpc://")) for _ in channels]
+                    if args.cas_url else [None] * len(channels))
     workers = [
         Worker(
             url=args.url,
@@ -645,7 +738,10 @@ def main(argv: list[str] | None = None) -> int:
             inline_stdio=args.inline_stdio,
             stall=args.stall,
             replay=replay,
+            long_poll=args.long_poll,
             channel=channels[i // 16],
+            cas_channel=cas_channels[i // 16],
+            blob_cache=blob_cache,
         )
         for i in range(args.bots)
     ]
