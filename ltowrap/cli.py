@@ -260,8 +260,9 @@ def cmd_distribute(settings: Settings, a: argparse.Namespace) -> int:
 
 def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
     """Check the setup and say what to fix; exit 1 if something is broken."""
-    from . import jobserver, toolchain
+    from . import toolchain
     from .cache import Cache
+    from .jobs import jobserver
 
     problems = 0
 
@@ -310,7 +311,7 @@ def cmd_doctor(settings: Settings, a: argparse.Namespace) -> int:
 
 def _pool_check(settings: Settings, cache: Cache) -> tuple[bool, str, str]:
     """The machine's slot pool (slots.py): its size, where, how many are held now."""
-    from . import slots
+    from .jobs import slots
 
     pool = slots.PoolGate(cache.locks, slots.pool_size(settings))
     try:

@@ -279,10 +279,10 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
     off, as in a user's build, and the hit is read from the counters."""
     d = tmp_path / "p"
     args = project(d, tc22)
-    stages = {"ltowrap.plan", "ltowrap.thinlink", "ltowrap.executor", "ltowrap.slots", "ltowrap.finallink",
-              "tempfile", "subprocess"}
-    lean = {"ltowrap.driverline", "ltowrap.cmdline", "ltowrap.pipeline", "ltowrap.linkmemo", "json", "re", "enum",
-            "dataclasses", "contextlib", "site"}
+    stages = {"ltowrap.stages.plan", "ltowrap.stages.thinlink", "ltowrap.jobs.executor", "ltowrap.jobs.slots",
+              "ltowrap.stages.finallink", "tempfile", "subprocess"}
+    lean = {"ltowrap.linkline.driverline", "ltowrap.linkline.cmdline", "ltowrap.pipeline", "ltowrap.linkmemo", "json",
+            "re", "enum", "dataclasses", "contextlib", "site"}
 
     def imported() -> set[str]:
         (d / "prog").unlink(missing_ok=True)
