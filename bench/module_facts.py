@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from integration import debsrc  # noqa: E402
-from ltowrap import irmodule  # noqa: E402
+from ltowrap.formats import irmodule  # noqa: E402
 
 CLANG = "/usr/lib/llvm-22/bin/clang"
 

@@ -229,7 +229,7 @@ def check_fatlto(package: str, build_fn, tree: Path, tmp_path: Path, fat_objects
     .llvm.lto section), every program's link was distributed with --fat-lto-objects and
     compiled members of `archive`, and their code is in-process FatLTO's, function by
     function. The build directory (for the package's own tests)."""
-    from ltowrap import elf
+    from ltowrap.formats import elf
 
     build = wrapper_build(tmp_path / "ours", "module", FAT_CFLAGS, FAT_LDFLAGS)
     ours = build_fn(tree, tmp_path / package, build)

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from helpers import clean_env, ltowrap_env
-from ltowrap import bitcode
+from ltowrap.formats import bitcode
 
 from . import debsrc
 from .jobkeys import job_keys

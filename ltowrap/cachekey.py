@@ -76,8 +76,8 @@ class ModuleDigests:
 
     def interface(self, path: str) -> str:
         if path not in self.interfaces:
-            from . import interface, shardkey  # for backend keys only
             from .cache import TOOLCHAINS, text_data
+            from .formats import interface, shardkey  # for backend keys only
 
             key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
             found = self.cache.get_data(TOOLCHAINS, key, text_data) if self.cache is not None else None
@@ -92,7 +92,7 @@ class ModuleDigests:
         """Whether the module may carry a sample profile's summary (shardkey.has_sample_profile):
         only then does its backend read the link's block count (LLVM 13-16's shards)."""
         if path not in self.profiled:
-            from . import shardkey
+            from .formats import shardkey
 
             self.profiled[path] = shardkey.has_sample_profile(read_bytes(path))
         return self.profiled[path]
@@ -200,7 +200,7 @@ def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str |
     the digests of the modules' bytes, in path order, or of their interfaces where only
     declarations are imported and digest_of is a ModuleDigests; `module` is the compile's
     own), or None when the shard or a module it names cannot be read."""
-    from . import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
+    from .formats import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
     known = isinstance(digest_of, ModuleDigests)
     try:

@@ -23,13 +23,14 @@ import json
 import sys
 from dataclasses import dataclass
 
-from . import jobrun, log
-from .backend import Job, module_options, read_facts
+from . import log
 from .cachekey import file_digests
 from .config import ConfigError, Settings, load
 from .errors import ToolFailed, Unsupported
 from .fsutil import read_bytes
-from .plan import Module
+from .jobs import jobrun
+from .stages.backend import Job, module_options, read_facts
+from .stages.plan import Module
 
 SCHEMA = {"": {"common", "jobs"}, "common": {"linker_output", "args", "inputs"}, "job": {"args", "inputs", "outputs"}}
 # Options of lld's common args that fix the output's relocation model: they stay last.

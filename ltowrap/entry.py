@@ -142,7 +142,7 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     if direct is not None and direct.restore(settings):
         sys.exit(0)
     t1 = time.time()
-    from .driverline import linker_command
+    from .linkline.driverline import linker_command
 
     line = linker_command(real, with_lld, real_ld, settings.cache_dir)
     if line is not None:
@@ -189,7 +189,7 @@ def _has_bitcode(paths: list[str]) -> bool:
         if is_bitcode(head):
             return True
         if is_archive(head):
-            from .archive import has_bitcode_member
+            from .formats.archive import has_bitcode_member
 
             if has_bitcode_member(p):
                 return True

@@ -30,7 +30,7 @@ from .cache import LINKS, Cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Settings
-    from .driverline import Checks
+    from .linkline.driverline import Checks
 
 # The environment variables a driver link's output depends on: the driver's, the backends', lld's.
 LINK_ENV = tuple(dict.fromkeys(toolchain.DRIVER_ENV + toolchain.BACKEND_ENV + toolchain.LINKER_ENV))

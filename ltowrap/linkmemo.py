@@ -30,16 +30,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import cachekey, config, depfile, fsutil, toolchain
+from . import cachekey, config, fsutil, toolchain
 from .cache import LINKS, Cache
-from .cmdline import LinkCommand
-from .jobrun import JobRun
+from .formats import depfile
+from .jobs.jobrun import JobRun
 from .linkdirect import Lane, result_layout, write_outputs
+from .linkline.cmdline import LinkCommand
 from .magic import THIN_ARCHIVE, read_head
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .plan import LinkPlan
+    from .stages.plan import LinkPlan
 
 MAX_MANIFESTS = 8  # per fixed key: a few variants of one link (an edited file and back)
 DEPFILE = "final.d"
@@ -178,7 +179,8 @@ class Memo:
     def _read_files(self, plan: LinkPlan, workdir: str, backend_reads: list[str]) -> list[tuple[str, str]] | None:
         """Every file the link read, with its digest; None if lld's list is missing or a file
         changed after the link started."""
-        from . import archive, optrecords  # a store, after a whole link: not on the restore path
+        from . import optrecords  # a store, after a whole link: not on the restore path
+        from .formats import archive
 
         listed = depfile.read(os.path.join(workdir, DEPFILE))
         if listed is None:

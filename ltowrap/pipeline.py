@@ -20,9 +20,11 @@ import os
 import sys
 import time
 
-from . import cachekey, cmdline, config, fsutil, jobrun, linkdirect, linkmemo, log, proc, toolchain
+from . import cachekey, config, fsutil, linkdirect, linkmemo, log, proc, toolchain
 from .cache import MODULES
 from .errors import Reason, ToolFailed, Unsupported
+from .jobs import jobrun
+from .linkline import cmdline
 
 # errno values that mean "this cache cannot be written", as opposed to a problem with an input.
 CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR])
@@ -161,8 +163,8 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
           memo: linkmemo.Memo | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
-    from . import finallink, plan, thinlink
-    from .backend import LinkBackend
+    from .stages import finallink, plan, thinlink
+    from .stages.backend import LinkBackend
 
     t = time.time()
     clang = toolchain.backend_clang(real[0], run.settings.clang)

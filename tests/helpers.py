@@ -105,7 +105,7 @@ def refusals(read, data: bytes, seed: int, rounds: int) -> int:
     copy: how many times it raised BadBitcode. Anything else it raises fails the test."""
     import random
 
-    from ltowrap.bitcode import BadBitcode
+    from ltowrap.formats.bitcode import BadBitcode
 
     rng = random.Random(seed)
     refused = 0

@@ -12,8 +12,8 @@ import pytest
 
 from needs import missing
 
-from ltowrap.archive import Member, read_members
 from ltowrap.errors import Unsupported
+from ltowrap.formats.archive import Member, read_members
 
 LLVM = Path("/usr/lib/llvm-22/bin")
 CLANG = LLVM / "clang"

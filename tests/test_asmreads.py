@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from helpers import Toolchain, refusals, run, write
-from ltowrap import asmreads, irmodule
-from ltowrap.asmreads import CannotTell, Read
-from ltowrap.bitcode import CHAR6, BadBitcode, Reader, _Writer, scan
+from ltowrap.formats import asmreads, irmodule
+from ltowrap.formats.asmreads import CannotTell, Read
+from ltowrap.formats.bitcode import CHAR6, BadBitcode, Reader, _Writer, scan
 
 MODULE_C = r"""
 __asm__(".pushsection .rodata\n.global blob\nblob:\n.incbin \"data.txt\"\n.popsection");

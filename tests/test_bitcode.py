@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from ltowrap.bitcode import CHAR6, BadBitcode, Reader, _Writer, read_record
+from ltowrap.formats.bitcode import CHAR6, BadBitcode, Reader, _Writer, read_record
 
 
 def _field(rng: random.Random, kind: str, width: int) -> int:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ltowrap import ldscript
-from ltowrap.cmdline import LinkCommand, LtoOptions, expand_response_files, parse
 from ltowrap.errors import Unsupported
+from ltowrap.linkline import ldscript
+from ltowrap.linkline.cmdline import LinkCommand, LtoOptions, expand_response_files, parse
 
 
 def inputs(argv: list[str], cwd: str = ".") -> list[str]:

@@ -31,7 +31,7 @@ import pytest
 
 from helpers import Toolchain, links, log_lines, ltowrap_env, run, stats_json, wrapper
 from integration import fidelity
-from ltowrap import bitcode
+from ltowrap.formats import bitcode
 
 CXX_SOURCES = Path(__file__).resolve().parent / "cxx"
 SHAPES = ("shapes", "circle", "main")  # the class hierarchy of WPD and CFI

@@ -24,7 +24,7 @@ import pytest
 from helpers import Toolchain, run, sysroot, write
 from needs import missing
 
-from ltowrap import driverline
+from ltowrap.linkline import driverline
 
 PROBES = "openat,open,stat,newfstatat,statx,lstat,access,faccessat,faccessat2,readlink,getdents64"
 CALL = re.compile(r'^(?:\[pid +\d+\] )?(\w+)\((?:AT_FDCWD, )?"([^"]*)"')

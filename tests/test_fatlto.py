@@ -20,8 +20,8 @@ import pytest
 
 from helpers import (LLVM_VERSIONS, Toolchain, compile_lto, expected_output, links, ltowrap_env, run, sources,
                      toolchain, wrapper, write)
-from ltowrap import elf
 from ltowrap import toolchain as tools
+from ltowrap.formats import elf
 
 FAT = ("-ffat-lto-objects",)
 

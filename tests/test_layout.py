@@ -1,6 +1,6 @@
 """The package's layout as docs/layout.md states it: every module listed once, in an order where each
-module imports only modules listed before it (so there is no import cycle), and the compile
-path stays free of heavy imports."""
+module imports only modules listed before it (so there is no import cycle), each subpackage's modules
+listed together and its `__init__.py` empty, and the compile path stays free of heavy imports."""
 
 from __future__ import annotations
 
@@ -66,6 +66,24 @@ def test_readme_lists_every_module_once():
 def test_modules_import_only_modules_listed_before_them():
     order = readme_order((ROOT / "docs" / "layout.md").read_text())
     assert graph_violations(order, {name: imports_of(name) for name in MODULES}) == []
+
+
+def test_each_subpackage_is_listed_in_one_piece():
+    """A subpackage is a layer: its modules are listed together, so it uses only what is above it."""
+    order = readme_order((ROOT / "docs" / "layout.md").read_text())
+    packages = [name.split(".")[1] if name.count(".") > 1 or MODULES[name].name == "__init__.py" else ""
+                for name in order if name != "ltowrap"]
+    runs = [p for i, p in enumerate(packages) if p and (i == 0 or packages[i - 1] != p)]
+    assert len(runs) == len(set(runs)), f"a subpackage's modules are listed apart: {runs}"
+
+
+def test_subpackages_import_nothing_on_their_own():
+    """A subpackage's __init__.py is empty, so a restored link that passes through one (its
+    import budget is tests/test_linkmemo.py's) pays nothing for the layout. remote/ is the
+    exception: its __init__ is the door to the optional REAPI client, which a local link never opens."""
+    inits = [p for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "remote"]
+    assert inits, "no subpackage found"
+    assert [str(p.relative_to(ROOT)) for p in inits if p.read_text()] == []
 
 
 def test_the_check_finds_a_cycle():

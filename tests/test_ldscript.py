@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from helpers import ALL_VERSIONS, toolchain
-from ltowrap import ldscript
-from ltowrap.ldscript import ScriptReads
-from ltowrap.depfile import read as read_depfile
+from ltowrap.formats.depfile import read as read_depfile
+from ltowrap.linkline import ldscript
+from ltowrap.linkline.ldscript import ScriptReads
 from needs import missing
 
 REQUIRED = ALL_VERSIONS

@@ -8,9 +8,9 @@ import subprocess
 import pytest
 
 from helpers import LLVM_VERSIONS, toolchain
-from ltowrap import lldopts
 from ltowrap.errors import Reason
-from ltowrap.lldopts import OPTIONS, TAKES_VALUE, match
+from ltowrap.linkline import lldopts
+from ltowrap.linkline.lldopts import OPTIONS, TAKES_VALUE, match
 
 
 def test_every_row_is_well_formed():

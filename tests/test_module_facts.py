@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from helpers import Toolchain, links, log_lines, ltowrap_env, refusals, run, stats_json, wrapper, write
-from ltowrap import backend, irmodule
-from ltowrap.bitcode import BadBitcode
 from ltowrap.distributor import DtltoBackend
 from ltowrap.errors import Unsupported
-from ltowrap.plan import Module
+from ltowrap.formats import irmodule
+from ltowrap.formats.bitcode import BadBitcode
+from ltowrap.stages import backend
+from ltowrap.stages.plan import Module
 
 TRIPLE = "x86_64-unknown-linux-gnu"  # what the modules say; Debian's clang defaults to x86_64-pc-linux-gnu
 MODULES = 12
@@ -215,7 +216,7 @@ def test_irmodule_on_damaged_bitcode_knows_or_says_so(project, tc22):
 
 
 def _relocatable():
-    from ltowrap.cmdline import parse
+    from ltowrap.linkline.cmdline import parse
 
     return parse(["-r", "-o", "x.o"])
 
@@ -273,7 +274,7 @@ def test_dtlto_record_less_module_keeps_lld_relocation_model(project, tc22):
 def test_the_links_cpu_is_spelled_for_its_emulation_not_this_machine(emulation, want):
     """-plugin-opt=mcpu= becomes -march= or -mcpu= by the link's target (its -m), whatever the
     host: a cross link from x86 to AArch64 must not give the backends -march=<cpu>."""
-    from ltowrap.cmdline import parse
+    from ltowrap.linkline.cmdline import parse
 
     cmd = parse(["-m", emulation, "-plugin-opt=mcpu=znver3", "a.o", "-o", "prog"])
     assert cmd.emulation == emulation
@@ -281,7 +282,7 @@ def test_the_links_cpu_is_spelled_for_its_emulation_not_this_machine(emulation, 
 
 
 def test_without_an_emulation_the_cpu_is_spelled_for_this_machine(monkeypatch):
-    from ltowrap.cmdline import parse
+    from ltowrap.linkline.cmdline import parse
 
     cmd = parse(["-plugin-opt=mcpu=cortex-a72", "a.o", "-o", "prog"])
     monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux", "h", "6", "#1", "aarch64")))

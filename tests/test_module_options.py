@@ -9,7 +9,7 @@ import pytest
 
 from helpers import links, ltowrap_env, run, wrapper, write
 
-from ltowrap import shardkey
+from ltowrap.formats import shardkey
 
 SLOW_C = "int sum_to(int n) { int s = 0; for (int i = 0; i < n; i++) s += i; return s; }\n"
 HASH_C = "unsigned hash16(const unsigned char *s) { unsigned x = 5381; for (int i = 0; i < 16; i++) x = x * 33 + s[i]; return x; }\n"

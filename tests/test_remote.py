@@ -26,7 +26,8 @@ from reapi_server import (SecureServer, cache_server, exec_server, free_port, ma
 
 grpc = require_module("grpc")
 
-from ltowrap import bitcode, cache, shardkey  # noqa: E402
+from ltowrap import cache  # noqa: E402
+from ltowrap.formats import bitcode, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
 from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from helpers import ltowrap_env, run, write
 
-from ltowrap import bitcode, cachekey, interface, shardkey
+from ltowrap import cachekey
+from ltowrap.formats import bitcode, interface, shardkey
 
 SRC = {
     "a.c": "int g = 3;\nint b(int);\nstatic int helper(int x) { return x * g + 1; }\n"
@@ -259,7 +260,7 @@ def test_a_split_lto_unit_only_declared_goes_in_by_its_thinlto_modules_interface
     no_defs = ("-mllvm", "-import-instr-limit=0")
     cfi = ("-fsanitize=cfi-icall", "-fvisibility=hidden")  # a.c: split too (lld wants every unit split alike)
     base, _, base_obj = decl_texts(tc22, tmp_path / "base", SPLIT_B, *no_defs, flags=cfi)
-    from ltowrap.bitcode import module_count
+    from ltowrap.formats.bitcode import module_count
 
     assert module_count((tmp_path / "base" / "b.o").read_bytes()) == 2
     text = interface.module_interface((tmp_path / "base" / "b.o").read_bytes())

@@ -37,8 +37,9 @@ from pathlib import Path
 
 from helpers import (Toolchain, links, log_lines, ltowrap_env, relative_digests, run, stats_json, toolchain, wrapper,
                      write)
-from ltowrap import bitcode, cachekey, shardkey
+from ltowrap import cachekey
 from ltowrap import toolchain as tools
+from ltowrap.formats import bitcode, shardkey
 
 # The summary version each release writes (shardkey.KNOWN_VERSIONS says the same).
 SUMMARY_VERSION = {13: 9, 14: 9, 15: 9, 16: 9, 19: 10, 22: 12}

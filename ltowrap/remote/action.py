@@ -24,8 +24,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import bitcode
-from ..backend import Job
+from ..formats import bitcode
+from ..stages.backend import Job
 from . import protos
 from .client import Key, digest_message, key_of
 

@@ -21,9 +21,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import backend, bitcode, cachekey
-from ..backend import PLACEHOLDERS, Job
+from .. import cachekey
+from ..formats import bitcode
 from ..fsutil import read_bytes
+from ..stages import backend
+from ..stages.backend import PLACEHOLDERS, Job
 from ..stats import Stats
 from . import action, protos
 from .client import Client, Endpoint, Key, RemoteError, Running, digest_message, key_of

@@ -21,9 +21,9 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ..config import Settings
+from ..locks import LockDir
 from . import jobserver
-from .config import Settings
-from .locks import LockDir
 
 
 @dataclass(frozen=True)

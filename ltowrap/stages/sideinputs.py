@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import cachekey
+from .. import cachekey
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .cache import Cache
-    from .irmodule import ModuleAsm
+    from ..cache import Cache
+    from ..formats.irmodule import ModuleAsm
 
 NATIVE = "=native"
 EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
@@ -103,7 +103,7 @@ class ModuleReads:
         self.known: dict[str, ModuleAsm | str] = {}
 
     def __call__(self, path: str, digest: str) -> SideInputs:
-        from . import asmreads
+        from ..formats import asmreads
 
         if digest not in self.known:
             self.known[digest] = self._asm(path, digest)
@@ -117,8 +117,8 @@ class ModuleReads:
 
     def _asm(self, path: str, digest: str) -> ModuleAsm | str:
         """The module's assembly texts, or why they cannot be read."""
-        from .cache import TOOLCHAINS
-        from .irmodule import ModuleAsm
+        from ..cache import TOOLCHAINS
+        from ..formats.irmodule import ModuleAsm
 
         def read(kept: str | list) -> ModuleAsm | str:
             return kept if isinstance(kept, str) else ModuleAsm(tuple(kept[0]), tuple(kept[1]), bool(kept[2]))
@@ -135,9 +135,9 @@ class ModuleReads:
 
 
 def _read_asm(path: str) -> ModuleAsm | str:
-    from . import irmodule
-    from .bitcode import BadBitcode
-    from .fsutil import read_bytes
+    from ..formats import irmodule
+    from ..formats.bitcode import BadBitcode
+    from ..fsutil import read_bytes
 
     try:
         return irmodule.inline_asm(read_bytes(path))

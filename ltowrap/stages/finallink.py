@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from . import elf, proc
+from .. import proc
+from ..formats import elf
 from .plan import LinkPlan, Module
 from .thinlink import ThinLinkResult
 

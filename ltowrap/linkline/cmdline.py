@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import Reason, Unsupported
+from ..rsp import expand_response_files
 from . import ldscript, lldopts
-from .errors import Reason, Unsupported
-from .rsp import expand_response_files
 
 
 # (option or None, its spelling or None for an input, its value, the original tokens)

@@ -6,7 +6,7 @@ whether its key covered everything it read (thinlink.py).
 
 from __future__ import annotations
 
-from . import fsutil
+from .. import fsutil
 
 
 def read(path: str) -> list[str] | None:

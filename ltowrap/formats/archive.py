@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import Reason, Unsupported
-from .magic import ARCHIVE, THIN_ARCHIVE
+from ..errors import Reason, Unsupported
+from ..magic import ARCHIVE, THIN_ARCHIVE
 
 _HEADER = 60
 _SPECIAL = (b"/", b"//", b"/SYM64/", b"__.SYMDEF", b"__.SYMDEF SORTED")  # symbol and long-name tables
@@ -135,7 +135,7 @@ def has_bitcode_member(path: str) -> bool:
     Thin archives are answered by read_members. A malformed archive answers False here: the
     link then passes through, and the linker reports it.
     """
-    from .magic import is_bitcode
+    from ..magic import is_bitcode
 
     try:
         with open(path, "rb") as f:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import Reason
+from ..errors import Reason
 
 KINDS = frozenset(["flag", "optional", "value", "joined", "separate", "letter", "prefix"])
 TAKES_VALUE = frozenset(["value", "joined", "separate", "letter", "prefix"])

@@ -57,7 +57,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from . import magic
+from .. import magic
 
 OLDEST_LLD = 13
 NEWEST_LLD = 22

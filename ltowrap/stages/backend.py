@@ -20,13 +20,13 @@ import os
 
 from dataclasses import dataclass
 
-from . import irmodule
-from .bitcode import BadBitcode
-from .cmdline import LinkCommand
-from .errors import Reason, Unsupported
-from .fsutil import read_bytes
-from .irmodule import ModuleFacts
-from .magic import ELF
+from ..errors import Reason, Unsupported
+from ..formats import irmodule
+from ..formats.bitcode import BadBitcode
+from ..formats.irmodule import ModuleFacts
+from ..fsutil import read_bytes
+from ..linkline.cmdline import LinkCommand
+from ..magic import ELF
 from .plan import Module
 
 BACKEND_FAILURE = "Error running ThinLTO backend"

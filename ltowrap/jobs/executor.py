@@ -28,18 +28,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import backend, cachekey, config, fsutil, log, optrecords, proc, sideinputs, toolchain
-from .backend import PLACEHOLDERS, Job
-from .cache import OBJECTS, Cache, Entry
-from .errors import Reason, ToolFailed
-from .locks import POLL
-from .plan import Module
-from .progress import Progress
+from .. import cachekey, config, fsutil, log, optrecords, proc, toolchain
+from ..cache import OBJECTS, Cache, Entry
+from ..errors import Reason, ToolFailed
+from ..locks import POLL
+from ..progress import Progress
+from ..stages import backend, sideinputs
+from ..stages.backend import PLACEHOLDERS, Job
+from ..stages.plan import Module
 from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
-    from .remote.execute import Workers
-    from .remote.session import Session, Served, Work
+    from ..remote.execute import Workers
+    from ..remote.session import Session, Served, Work
 
 
 class BackendCommand:
@@ -181,7 +182,7 @@ class Executor:
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
             if text is not None:
-                from . import shardkey
+                from ..formats import shardkey
 
                 dump.append("shard format: " + shardkey.summary_format(text))
             dump.append("shard text (shardkey.py):\n" + text if text is not None
@@ -394,9 +395,9 @@ class Executor:
         in-process ThinLTO would not apply either. Asked only of a module another release
         wrote (a compile of this release took them), once per option list and clang (c/)."""
         release = toolchain.release(cachekey.compiler_version(self.res.compiler))
-        from .bitcode import BadBitcode
-        from .irmodule import producer
-        from .magic import read_head
+        from ..formats.bitcode import BadBitcode
+        from ..formats.irmodule import producer
+        from ..magic import read_head
 
         try:
             made_by = producer(read_head(state.job.module.path, 4096))
@@ -414,7 +415,7 @@ class Executor:
 
     def _rejected(self, options: tuple[str, ...]) -> list[str]:
         if options not in self._rejects:
-            from .cache import TOOLCHAINS
+            from ..cache import TOOLCHAINS
 
             key = cachekey.digest_bytes("\0".join(["clang rejects", self.res.compiler, *options]).encode())
             found = self.res.cache.get_data(TOOLCHAINS, key, lambda data: [str(o) for o in data])
@@ -440,7 +441,7 @@ class Executor:
         In execute mode the ones it lacked may be sent to the workers (JobState.work), their
         inputs uploading in the background while the local slots start.
         """
-        from .remote.session import Work
+        from ..remote.session import Work
 
         assert self.remote is not None
         t = time.time()
@@ -498,7 +499,7 @@ class Executor:
         running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
         if self.remote is not None and any(p.work is not None for p in pending):
-            from .remote.execute import Workers
+            from ..remote.execute import Workers
 
             self._workers = Workers(self.remote, queue=not self.res.remote_local)
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 
-from .magic import ELF
+from ..magic import ELF
 
 ET_REL = 1
 SHT_NOBITS = 8

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from . import proc
+from .. import proc
+from ..cache import THINLINKS, Cache
+from ..cachekey import shard_identity
+from ..errors import Reason, Unsupported
+from ..fsutil import read_bytes
 from .backend import Job
-from .cache import THINLINKS, Cache
-from .cachekey import shard_identity
-from .errors import Reason, Unsupported
-from .fsutil import read_bytes
 from .plan import LinkPlan
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import cachekey, driverargs, proc, stats, toolchain
-from .cache import DRIVER_LINES, Cache
+from .. import cachekey, driverargs, proc, stats, toolchain
+from ..cache import DRIVER_LINES, Cache
 
 # Files the driver reads to tell the distribution (clang's Distro.cpp, Gentoo's gcc config).
 # Red Hat's devtoolsets are gcc installations under /opt/rh.

@@ -19,14 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import archive, elf, ldscript
-from .bitcode import BadBitcode, module_count
-from .cache import Cache
-from .cachekey import digest_bytes
-from .cmdline import Arg, LinkCommand
-from .errors import Reason, Unsupported
-from .magic import is_archive, is_bitcode, read_head
-from .optrecords import record_key
+from ..cache import Cache
+from ..cachekey import digest_bytes
+from ..errors import Reason, Unsupported
+from ..formats import archive, elf
+from ..formats.bitcode import BadBitcode, module_count
+from ..linkline import ldscript
+from ..linkline.cmdline import Arg, LinkCommand
+from ..magic import is_archive, is_bitcode, read_head
+from ..optrecords import record_key
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import cachekey, fsutil, log, stats, toolchain
-from .cache import Cache
-from .config import Settings
+from .. import cachekey, fsutil, log, stats, toolchain
+from ..cache import Cache
+from ..config import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class JobRun:
                  total: int) -> Iterator[Executor]:
         """An executor for `total` backend jobs of the output `name`; its outcomes go into the log record."""
         # Imported here: a link the memo restores runs no backend and needs none of it (tens of ms).
-        from . import progress, remote, slots
+        from .. import progress, remote
+        from . import slots
         from .executor import Executor, Resources
 
         s = self.settings

@@ -1,0 +1,43 @@
+"""`ltowrap verify`: the last links of the log linked again, every cache hit checked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from ..config import Settings
+from .stats import stats_json
+
+
+def run(settings: Settings, a: argparse.Namespace) -> int:
+    """Link the last N links of the log again, in their directories, with every cache hit
+    checked (verify = 1): a hit that differs from the work done again is counted, said and
+    replaced. Their outputs are written again, as a build would."""
+    if not settings.log or not os.path.exists(settings.log):
+        print("ltowrap verify: no log to take the links from (set LTOWRAP_LOG, and build)", file=sys.stderr)
+        return 2
+    with open(settings.log, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    todo = [r for r in records if r.get("tool", "").startswith("ld.lld") and r.get("decision") in ("distributed", "restored")]
+    todo = todo[-a.last:] if a.last else todo
+    if not todo:
+        print("ltowrap verify: the log holds no distributed or restored link", file=sys.stderr)
+        return 2
+    entry = os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), "ltowrap-ld.lld")
+    before = stats_json(settings)
+    failed = 0
+    for r in todo:
+        env = {**os.environ, "LTOWRAP_VERIFY": "1", "LTOWRAP_REAL_LD": r["argv"][0]}
+        done = subprocess.run([entry, *r["argv"][1:]], cwd=r["cwd"], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            failed += 1
+            print(f"ltowrap verify: the link of {r['cwd']} exited {done.returncode}:\n{done.stderr}", file=sys.stderr)
+    after = stats_json(settings)
+    checks = after["verify_checks"] - before["verify_checks"]
+    mismatches = after["verify_mismatches"] - before["verify_mismatches"]
+    print(f"{len(todo)} links linked again: {checks} hits checked, {mismatches} differed"
+          + (f", {failed} links failed" if failed else ""))
+    return 1 if mismatches or failed else 0
