@@ -245,7 +245,7 @@ def check_fatlto(package: str, build_fn, tree: Path, tmp_path: Path, fat_objects
 
 @pytest.mark.slow
 def test_lua_fatlto(lua_tree: Path, tmp_path: Path) -> None:
-    from .test_lua import EXERCISE, EXPECTED
+    from .lua import EXERCISE, EXPECTED
 
     needs_llvm22()
     ours = check_fatlto("lua5.4", build_lua, lua_tree, tmp_path, ("lapi.o", "lua.o"), ("lua", "luac"), "liblua.a",

@@ -99,3 +99,16 @@ def test_the_compile_path_imports_nothing_heavy(entry):
     code = f"import sys, {entry}; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.split() == []
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/helpers.py and integration's helper modules, not in a
+    test module another one imports (at its top or inside a test)."""
+    found = []
+    for path in [*(ROOT / "tests").glob("*.py"), *(ROOT / "integration").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                      if n.split(".")[-1].startswith("test_")]
+    assert found == []
