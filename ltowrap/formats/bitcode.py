@@ -591,11 +591,10 @@ def read_tree(data: bytes) -> Node:
 # --- walking as a generator ----------------------------------------------------------------------------
 
 
-def items(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | list[int]]:
-    """The sub-blocks and records (read_values) of a block, up to its END_BLOCK; abbreviations are
-    added to `abbrevs` as they are defined (BLOCKINFO is the caller's: walk one with a Visitor).
-    A sub-block is skipped once the caller has seen it; the caller may move r.pos between
-    records (to jump)."""
+def _entries(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | int]:
+    """The sub-blocks of a block and the abbreviation ids of its records, up to its END_BLOCK;
+    abbreviations are added to `abbrevs` as they are defined. The caller reads each record
+    (r is at its fields) before asking for the next; a sub-block is skipped once seen."""
     while r.pos + width <= r.end:
         code = r.fixed(width)
         if code == 0:  # END_BLOCK
@@ -607,22 +606,24 @@ def items(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | list
         elif code == 2:
             abbrevs.append(define_abbrev(r))
         else:
-            yield read_values(r, code, abbrevs)
+            yield code
+
+
+def items(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | list[int]]:
+    """The sub-blocks and records (read_values) of a block, up to its END_BLOCK; abbreviations are
+    added to `abbrevs` as they are defined (BLOCKINFO is the caller's: walk one with a Visitor).
+    A sub-block is skipped once the caller has seen it; the caller may move r.pos between
+    records (to jump)."""
+    for entry in _entries(r, width, abbrevs):
+        yield entry if isinstance(entry, Block) else read_values(r, entry, abbrevs)
 
 
 def scan(r: Reader, width: int, abbrevs: list[Abbrev], codes: Container[int]) -> Iterator[Block | list[int] | None]:
     """As items, but only the records whose code is in `codes` are decoded (blobs as bytes);
     any other record is passed over, as cheaply as its layout allows, and comes as None."""
-    while r.pos + width <= r.end:
-        code = r.fixed(width)
-        if code == 0:  # END_BLOCK
-            return
-        if code == 1:  # ENTER_SUBBLOCK
-            block = enter_block(r)
-            yield block
-            r.pos = block.end
-        elif code == 2:
-            abbrevs.append(define_abbrev(r))
+    for code in _entries(r, width, abbrevs):
+        if isinstance(code, Block):
+            yield code
         elif code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
             rec_code, n = r.vbr(6), r.vbr(6)
             if rec_code in codes:
