@@ -16,6 +16,15 @@ final link, memo store), its CPU (ltowrap's own Python, and the tools it ran), t
 between the thin-link's end and the first backend's start, and the slot time left idle
 while compiles were waiting to start.
 
+The gap above the floor is then split by what caused it. On a machine whose cores the
+backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
+  ltowrap's Python   its own CPU / jobs (shard keys, side inputs, starting processes)
+  the tools' excess  (the tools' CPU - in-process CPU - modules x the empty backend) / jobs:
+                     what the backend clangs spend above lld's own backends and their
+                     starts (each reads its shard and loads the modules it imports from)
+  serial             the rest: where a core had nothing to do (the thin-link, the final
+                     link, the last backend alone, idle slots)
+
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
 calling each other, bench/shardkey_cost.py's generator). Writes bench/results/<date>-coldlink.{json,md}.
 """
@@ -146,7 +155,16 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             "idle_slot_seconds": statistics.median(r["idle_slot_seconds"] for r in ltowrap_rows),
             "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
             "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
+            "inproc_cpu": statistics.median(r["cpu"] for r in rows if r["config"] == "inproc"),
             "samples": rows}
+
+
+def gap(r: dict, floor_unit: float) -> dict[str, float]:
+    """The wall seconds above the floor, by cause (the module docstring)."""
+    python = r["cpu_self"] / JOBS
+    tools = (r["cpu_children"] - r["inproc_cpu"] - r["modules"] * floor_unit) / JOBS
+    over = r["ltowrap"] - r["floor"]
+    return {"over": over, "python": python, "tools": tools, "serial": over - python - tools}
 
 
 def table(results: list[dict], floor_unit: float) -> str:
@@ -158,6 +176,12 @@ def table(results: list[dict], floor_unit: float) -> str:
         lines.append(f"| {r['project']} | {r['modules']} | {r['inproc']:.2f} | {r['floor']:.2f} | {r['ltowrap']:.2f} | "
                      f"{r['ltowrap'] / r['floor']:.3f}x | {r['to_first_backend']:.2f} | {r['idle_slot_seconds']:.2f} | "
                      f"{r['cpu_self']:.2f} | {r['cpu_children']:.2f} |")
+    lines += ["", "The seconds above the floor, by cause (medians; see bench/coldlink.py):", "",
+              "| link | above the floor s | ltowrap's Python CPU / jobs s | tools' CPU above in-process and starts / jobs s "
+              "| serial (the rest) s |", "|---|---:|---:|---:|---:|"]
+    for r in results:
+        g = gap(r, floor_unit)
+        lines.append(f"| {r['project']} | {g['over']:.2f} | {g['python']:.2f} | {g['tools']:.2f} | {g['serial']:.2f} |")
     lines += ["", "Phases (medians, s):", ""]
     for r in results:
         lines.append(f"- {r['project']}: " + ", ".join(f"{p} {v:.2f}" for p, v in r["phases"].items()))

@@ -98,3 +98,15 @@ def test_a_record_past_the_end_is_bad_bitcode():
     assert read_record(Reader(data, 0, 48 + 6 + 80), [("vbr", 8), ("array", 0), ("fixed", 8)]) == [1 << 40, *range(10)]
     with pytest.raises(BadBitcode):
         read_record(Reader(data, 0, 48 + 6 + 79), [("vbr", 8), ("array", 0), ("fixed", 8)])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_skip_lands_where_the_record_ends(seed):
+    """Reader.skip passes over a record without reading it (VBR6 arrays by counting chunks):
+    it must end where reading it would."""
+    rng = random.Random(1000 + seed)
+    for _ in range(200):
+        abbrev, _, data, start, end = _random_record(rng)
+        r = Reader(data, start)
+        r.skip(abbrev)
+        assert r.pos == end, abbrev

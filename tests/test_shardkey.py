@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import ltowrap_env, run, write
 
 from ltowrap import cachekey
@@ -379,3 +381,35 @@ def test_interfaces_are_kept_in_the_cache(tc22, tmp_path, monkeypatch):
 
     monkeypatch.setattr(interface, "module_interface", no_parse)
     assert cachekey.file_digests(cache=cache).interface(str(tmp_path / "b.o")) == first
+
+
+DEBUG_SRC = ("struct node { int v; struct node *next; };\nstatic struct node tail = {2, 0};\n"
+             "struct node head = {1, &tail};\nconst char *names[] = {\"a\", \"b\"};\ndouble ratio = 1.5;\n"
+             "int walk(struct node *n) { int s = 0; for (; n; n = n->next) s += n->v; return s; }\n"
+             "int main(void) { return walk(&head) + (int)ratio + names[1][0]; }\n")
+
+
+@pytest.mark.parametrize("flags", [("-g",), ("-g", "-fsanitize=cfi-icall", "-fvisibility=hidden"), ()],
+                         ids=["debug", "split-debug", "plain"])
+def test_records_passed_over_change_no_interface(tc, tmp_path, monkeypatch, flags):
+    """The interface reader passes over the fields of debug-info nodes and of constants other
+    than simple ones (_ModuleTree.unread): the text must be the one a reader of every field
+    writes, for a -g module (mostly debug nodes), a split LTO unit, and a plain one; and a
+    module it cannot take apart still goes in whole, every field read."""
+    write(tmp_path / "m.c", DEBUG_SRC)
+    run([tc.clang, "-O2", "-flto=thin", *flags, "-c", "m.c", "-o", "m.o"], tmp_path)
+    data = (tmp_path / "m.o").read_bytes()
+    fast = interface.module_interface(data)
+    monkeypatch.setattr(interface._ModuleTree, "unread", lambda self, block: ())
+    assert fast == interface.module_interface(data)
+    if flags == ("-g",) and tc.version == 22:  # LLVM 14's typed pointers put the module in whole
+        assert "whole" not in fast.splitlines()[0] and "  metadata" in fast
+
+    def unknown(*args):
+        raise interface._Unknown("test")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(interface, "_interface", unknown)
+    whole = interface.module_interface(data)
+    monkeypatch.setattr(interface._ModuleTree, "unread", lambda self, block: ())
+    assert whole == interface.module_interface(data) and whole.startswith(f"interface {shardkey.FORMAT} whole (test)")

@@ -283,6 +283,8 @@ class Reader:
                 kind, width = abbrev[i + 1]
                 if kind in ("fixed", "char6"):
                     self.pos += n * (6 if kind == "char6" else width)
+                elif kind == "vbr" and width == 6:
+                    self.skip_vbr6(n)
                 else:
                     self.run(n, kind, width)
                 i += 2
@@ -482,6 +484,12 @@ class Visitor:
     def record(self, block: Block | None, values: list[int]) -> None:
         """A record of `block` (None: the top level), abbreviations applied, blobs as bytes."""
 
+    def unread(self, block: Block) -> Container[int]:
+        """Record codes of `block` whose fields the visitor does not need: such a record comes
+        as [code] alone, its fields passed over (as cheaply as its layout allows) when its
+        code is known before them."""
+        return ()
+
 
 def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[Abbrev]], visitor: Visitor) -> None:
     """Read a block (None: the top level) to its END_BLOCK, telling the visitor. `blockinfo`,
@@ -489,6 +497,7 @@ def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[A
     to it."""
     abbrevs: list[Abbrev] = list(blockinfo.get(block.bid, [])) if block is not None else []
     current_bid: int | None = None
+    unread = visitor.unread(block) if block is not None else ()
     while r.pos + width <= r.end:
         code = r.fixed(width)
         if code == 0:  # END_BLOCK
@@ -515,12 +524,21 @@ def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[A
                 abbrevs.append(ops)
             continue
         if code == 3:
-            rec_code = r.vbr(6)
-            values = [rec_code, *r.run(r.vbr(6), "vbr", 6)]
+            rec_code, n = r.vbr(6), r.vbr(6)
+            if rec_code in unread:
+                r.skip_vbr6(n)
+                values = [rec_code]
+            else:
+                values = [rec_code, *r.run(n, "vbr", 6)]
         else:
             if code - 4 >= len(abbrevs):
                 raise BadBitcode(f"undefined abbreviation {code}")
-            values = read_record(r, abbrevs[code - 4])
+            abbrev = abbrevs[code - 4]
+            if unread and abbrev[0][0] == "lit" and abbrev[0][1] in unread:
+                r.skip(abbrev)
+                values = [abbrev[0][1]]
+            else:
+                values = read_record(r, abbrev)
         if block is not None and block.bid == BLOCKINFO_BLOCK_ID and values and values[0] == 1:  # SETBID
             current_bid = values[1]
         visitor.record(block, values)
