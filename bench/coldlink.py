@@ -156,7 +156,15 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
             "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
             "inproc_cpu": statistics.median(r["cpu"] for r in rows if r["config"] == "inproc"),
-            "samples": rows}
+            "pair_ratios": pair_ratios(rows, modules, floor_unit), "samples": rows}
+
+
+def pair_ratios(rows: list[dict], modules: int, floor_unit: float) -> list[float]:
+    """Each pair's ltowrap wall over the floor of its own in-process run: this machine's speed
+    drifts by a fifth from minute to minute (a shared host), a pair's two runs less."""
+    inproc = {r["rep"]: r["wall"] for r in rows if r["config"] == "inproc"}
+    return sorted(r["wall"] / (inproc[r["rep"]] + modules * floor_unit / JOBS) for r in rows
+                  if r["config"] == "ltowrap" and r["rep"] in inproc)
 
 
 def gap(r: dict, floor_unit: float) -> dict[str, float]:
@@ -171,11 +179,14 @@ def table(results: list[dict], floor_unit: float) -> str:
     lines = [f"empty-module backend: {1000 * floor_unit:.1f} ms (median of 30); floor = in-process + "
              f"modules x that / {JOBS}", "",
              "| link | modules | in-process s | floor s | ltowrap s | vs floor | thin-link end -> first backend s "
-             "| idle slot s | ltowrap's Python CPU s | tools' CPU s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| idle slot s | ltowrap's Python CPU s | tools' CPU s | vs floor pair by pair: median (range) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
+        pairs = r["pair_ratios"]
         lines.append(f"| {r['project']} | {r['modules']} | {r['inproc']:.2f} | {r['floor']:.2f} | {r['ltowrap']:.2f} | "
                      f"{r['ltowrap'] / r['floor']:.3f}x | {r['to_first_backend']:.2f} | {r['idle_slot_seconds']:.2f} | "
-                     f"{r['cpu_self']:.2f} | {r['cpu_children']:.2f} |")
+                     f"{r['cpu_self']:.2f} | {r['cpu_children']:.2f} | {statistics.median(pairs):.3f}x "
+                     f"({pairs[0]:.2f}-{pairs[-1]:.2f}) |")
     lines += ["", "The seconds above the floor, by cause (medians; see bench/coldlink.py):", "",
               "| link | above the floor s | ltowrap's Python CPU / jobs s | tools' CPU above in-process and starts / jobs s "
               "| serial (the rest) s |", "|---|---:|---:|---:|---:|"]

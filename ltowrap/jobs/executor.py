@@ -491,7 +491,8 @@ class Executor:
         process died or failed. One select() waits for a child to end (its pidfd), a slot
         to come free (make's jobserver readable, or the lock directory's Waker), a claim
         to be let go (the Waker too) or a remote answer (remote.execute.Wake): nothing is
-        polled while inotify is available.
+        polled while inotify is available. A slot a compile frees takes the next job before
+        that compile's object is checked and stored (and keyed, if it started before its key).
         """
         queue = list(reversed(pending))  # pop() takes the heaviest first
         aside: list[JobState] = []  # keys another process is making
@@ -515,8 +516,12 @@ class Executor:
                 for_slot = claimed is not None and not failures and self._may_run_here(claimed)
                 # While the compiles run, the next jobs' keys are made, one between two looks.
                 busy = not failures and self._prepare_next(queue, running)
-                for child in self._wait(running, for_slot, bool(aside) and not failures, busy):
-                    failure = self._reap(child)
+                ended = [self._ended(child) for child in self._wait(running, for_slot, bool(aside) and not failures,
+                                                                     busy)]
+                if ended and not failures:  # the freed slots take the next jobs before the objects are stored
+                    claimed = self._start(queue, aside, claimed, running)
+                for child, rc, end in ended:
+                    failure = self._reap(child, rc, end)
                     if failure:
                         failures.append(failure)
                 queue += self._landed(running)
@@ -673,13 +678,17 @@ class Executor:
         self.cache.locks.drain()
         return [running.pop(fd) for fd in ready if fd in running]
 
-    def _reap(self, child: _Running) -> ToolFailed | None:
-        """A child ended: give back its slot, check and store its object, then let go of its claim."""
-        state = child.state
-        state.running = None
+    def _ended(self, child: _Running) -> tuple[_Running, int, float]:
+        """A child ended: its exit code and end, its slot given back."""
+        child.state.running = None
         rc = child.child.wait()
         end = time.time()
         self.res.gate.give(child.ticket)
+        return child, rc, end
+
+    def _reap(self, child: _Running, rc: int, end: float) -> ToolFailed | None:
+        """Check and store the object of a child that ended (_ended), then let go of its claim."""
+        state = child.state
         if not state.prepared:  # started early, done before its key: made now, to store the object under
             self._keyed(state)
             if state.key is not None:
