@@ -233,8 +233,7 @@ class Cache:
         entry = decode(blob)
         # The key is stored inside the entry, so a valid entry copied under another key is caught.
         if entry is None or entry.meta.get("key") != key:
-            self.stats.add("bad_entries")
-            self._remove(path, len(blob))
+            self._drop_bad(path, len(blob))
             return None
         try:
             os.utime(path)
@@ -256,12 +255,12 @@ class Cache:
         try:
             return read(decode_data(entry.payload))
         except BAD_DATA:
-            self.stats.add("bad_entries")
             path = self.path(kind, key)
             try:
-                self._remove(path, os.lstat(path).st_size)
+                size = os.lstat(path).st_size
             except OSError:
-                pass
+                size = 0
+            self._drop_bad(path, size)
             return None
 
     def put_data(self, kind: str, key: str, data: object, meta: dict | None = None) -> bool:
@@ -310,6 +309,11 @@ class Cache:
             self.stats.add("files_removed")
         self.stored = True
         return True
+
+    def _drop_bad(self, path: str, size: int) -> None:
+        """A bad entry: counted and removed (the next lookup misses and the entry is made again)."""
+        self.stats.add("bad_entries")
+        self._remove(path, size)
 
     def _remove(self, path: str, size: int) -> None:
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
+from helpers import MUL_C, TWICE_C, Toolchain, links, ltowrap_env, run, stats_json, sysroot, wrapper, write
 
 MAIN_C = """
 #include <stdio.h>
@@ -24,8 +24,6 @@ int main(void) {
 }
 """
 ADD_C = "int add(int a, int b) { return a + b; }\n"
-MUL_C = "int add(int, int);\nint mul(int a, int b) { int r = 0; for (int i = 0; i < b; i++) r = add(r, a); return r; }\n"
-TWICE_C = "int twice(int x) { return 2 * x; }\n"
 NATIVE_C = "int native(int x) { return x + 1; }\n"
 def cc(d: Path, tc: Toolchain, src: str, out: str, lto: bool = True) -> None:
     run([wrapper("ltowrap-clang"), "-O2", *(["-flto=thin"] if lto else []), "-c", src, "-o", out], d, env=ltowrap_env(tc))

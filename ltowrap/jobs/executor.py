@@ -382,12 +382,17 @@ class Executor:
             if state.key is not None:
                 self._claim(state.key)
             return
-        del running[child.child.pidfd]
-        state.running = None
-        child.child.kill(signal.SIGTERM)  # and reaped: it writes no more
-        self.res.gate.give(child.ticket)
+        self._stop(child, running)
         self.cache.stats.add("backend_early_stopped")
         self._serve(state, entry, t)
+
+    def _stop(self, child: _Running, running: dict[int, _Running]) -> None:
+        """Stop a compile whose object came from elsewhere (a hit after all, a worker's): killed
+        and reaped, so it writes no more, and its slot given back."""
+        del running[child.child.pidfd]
+        child.state.running = None
+        child.child.kill(signal.SIGTERM)
+        self.res.gate.give(child.ticket)
 
     def _accepted(self, state: JobState, options: list[str]) -> list[str]:
         """The module's recorded options less those the backend clang says it rejects
@@ -651,10 +656,7 @@ class Executor:
                     again.append(state)
                 continue
             if racer is not None:  # the worker won: the local compile stops, its slot is free again
-                del running[racer.child.pidfd]
-                state.running = None
-                racer.child.kill(signal.SIGTERM)
-                self.res.gate.give(racer.ticket)
+                self._stop(racer, running)
             self._remote_object(state, reply.served, reply.action, landed.start)
         return again
 
