@@ -24,9 +24,12 @@ The cluster is set up as a deployment would be, not as the tests are: each worke
 the blobs it fetched (--worker-cache, on: buildbox-casd's local CAS), the scheduler and bots
 talk at a deployment's keepalives and polls, and a bot that reports a job done takes the next
 queued one in the same call (--tuning deployment: reapi_server.DEPLOYMENT_TUNING, proactive
-fetch on). --tuning test --no-worker-cache is the cluster as the tests run it. --separate-cas
-serves the workers' blobs from a second BuildGrid process on the same storage; --split runs
-BuildGrid as three processes (CAS and action cache; Execution; Bots and the assigners).
+fetch on), and the CAS is served by a BuildGrid process of its own on the same storage
+(--separate-cas, on with --tuning deployment: a deployment runs its CAS apart from the
+scheduler, as BuildGrid's own distributed configurations do, so that the scheduler's database
+work does not hold up the workers' reads). --tuning test --no-worker-cache is the cluster as
+the tests run it; --split runs BuildGrid as three processes (CAS and action cache; Execution;
+Bots and the assigners).
 
 Per case: the link's wall time; the ideal, the link's serial part measured locally (its wall
 less its backends' span) + the upload at --rate-mbit (the bytes the proxy carried to the
@@ -70,7 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench import projection  # noqa: E402
 from bench.coldlink import JOBS, LLVM, prepare_project  # noqa: E402
-from bench.run import BENCH, measure, write_results  # noqa: E402
+from bench.run import BENCH, SCRIPTS, measure, write_results  # noqa: E402
 
 import reapi_server  # noqa: E402
 
@@ -483,8 +486,9 @@ def main() -> int:
     p.add_argument("--tuning", choices=["deployment", "test"], default="deployment",
                    help="how often the scheduler and the bots talk (tests/reapi_server.py's SchedulerTuning): "
                    "a deployment's keepalives and polls (default), or the tests' (a dead bot noticed in 4 s)")
-    p.add_argument("--separate-cas", action=argparse.BooleanOptionalAction, default=False,
-                   help="the CAS in a BuildGrid process of its own, the workers' blobs served there")
+    p.add_argument("--separate-cas", action=argparse.BooleanOptionalAction, default=None,
+                   help="the CAS in a BuildGrid process of its own, the workers' blobs served there (default: "
+                   "the --tuning's, on for deployment)")
     p.add_argument("--proactive-fetch", action=argparse.BooleanOptionalAction, default=None,
                    help="BuildGrid's proactive-fetch-full-queue (default: the --tuning's, on for deployment)")
     p.add_argument("--split", action=argparse.BooleanOptionalAction, default=False,
@@ -494,6 +498,8 @@ def main() -> int:
     p.add_argument("--profile-server", action="store_true", help="sample BuildGrid's process with py-spy during "
                    "each remote link (active samples, every thread): bgd-profile.txt in the case's directory")
     a = p.parse_args()
+    if a.separate_cas is None:
+        a.separate_cas = a.tuning == "deployment"
     stamp = datetime.datetime.now().astimezone()
     load = os.getloadavg()
     results: list[dict] = []
@@ -510,7 +516,9 @@ def main() -> int:
             if a.reuse and prepared.exists():
                 # A --keep directory from an earlier run: its build, local link and replay as they were.
                 saved = json.loads(prepared.read_text())
-                where, line, env = Path(saved["where"]), saved["line"], saved["env"]
+                where, env = Path(saved["where"]), saved["env"]
+                # The link runs this checkout's ltowrap, not the one that prepared the directory.
+                line = re.sub(r"[^\s;]*/ltowrap-clang(?=\s)", str(SCRIPTS / "ltowrap-clang"), saved["line"])
                 local = record_of(tmp / name / "local.jsonl")
                 expected = (tmp / name / "expected.bin").read_bytes()
                 replay = tmp / name / "replay"

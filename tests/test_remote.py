@@ -93,6 +93,42 @@ def test_second_machine_gets_every_backend_from_the_remote_cache(project, tmp_pa
     assert counters(b)["backend_hits"] == 4 and counters(b)["remote_hits"] == 4
 
 
+COUNTING_LINK = """
+import sys
+from collections import Counter
+from ltowrap import cachekey, entry
+made = Counter()
+shard_identity = cachekey.shard_identity
+def counted(shard, *args, **kwargs):
+    made[shard] += 1
+    return shard_identity(shard, *args, **kwargs)
+cachekey.shard_identity = counted
+# argv: where the counts go, the ltowrap-clang entry (its directory has the ld.lld entry), the link.
+counts, wrapper, link = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [wrapper]
+try:
+    entry.main([wrapper, *link])
+finally:
+    with open(counts, "w") as f:
+        f.write(" ".join(str(n) for n in made.values()))
+"""
+
+
+def test_each_shard_is_parsed_once_for_its_key_and_its_remote_identity(project, tmp_path, tc22, cache_url):
+    """The remote identity names the shard key the local key took: a cold link with a remote
+    cache parses each shard once (a second parse doubled the serial time before a 401-module
+    link's first remote job, bench/cluster.py)."""
+    prepared(project, tc22)
+    env = machine(tmp_path, "a", tc22, cache_url)
+    counts = tmp_path / "counts"
+    done = run([sys.executable, "-c", COUNTING_LINK, str(counts), wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld",
+                "-O2", "-o", "prog", "main.o", "add.o", "mul.o", "twice.o"], project, env=env)
+    assert "ltowrap:" not in done.stderr
+    c = counters(env)
+    assert c["links_distributed"] == 1 and c["remote_misses"] == 4 and c["remote_uploads"] == 4
+    assert counts.read_text().split() == ["1"] * 4
+
+
 def test_server_down_builds_locally_and_counts_the_errors(project, tmp_path, tc):
     expected = prepared(project, tc)
     env = machine(tmp_path, "a", tc, f"grpc://127.0.0.1:{free_port()}", LTOWRAP_REMOTE_TIMEOUT="2")

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .. import cachekey, config, fsutil, log, optrecords, proc, toolchain
@@ -450,7 +450,10 @@ class Executor:
 
         assert self.remote is not None
         t = time.time()
-        work = [Work(p.job, lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
+        # Each job with the shard identity its key took: the remote identity names it too, and
+        # making it again would parse every shard a second time.
+        work = [Work(replace(p.job, shard_identity=p.shard_identity or p.job.shard_identity),
+                     lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
         left: list[JobState] = []
         for p, w, reply in zip(pending, work, self.remote.lookup(work)):
             if reply.served is not None and p.verify:  # compiled here and compared
