@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     from ..remote.execute import Workers
     from ..remote.session import Session, Served, Work
 
+# Jobs asked of the remote service at once: each takes its key and action (10-30 ms of
+# Python), then they share one round trip of lookups and one FindMissingBlobs. Few, so that
+# the first job goes out after a few keys rather than all of them (a 400-module link's keys
+# take seconds); the next ones are asked while the first run.
+ASK_AT_ONCE = 8
+
 
 class BackendCommand:
     """How a backend compile is spelled: backend.LinkBackend, distributor.DtltoBackend."""
@@ -97,6 +103,7 @@ class JobState:
     dropped: list[str] | None = None  # recorded options its clang rejects, left out
     side: sideinputs.SideInputs | None = None  # what it reads besides its module, shard and imports
     prepared: bool = False  # its options, key and cache lookup are done (_prepare)
+    asked: bool = False  # the remote service was asked for it, if it may be (_ask_remote)
     key: str | None = None  # its cache key (None: not cached, side.unknown says why)
     shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, once it is to be made
@@ -148,6 +155,7 @@ class Executor:
     module_reads: sideinputs.ModuleReads | None = None
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
     _prepared_span: tuple[float, float] | None = None  # from the first job's key to the last one's (_prepare)
+    _asked_span: tuple[float, float] | None = None  # from the first remote lookup to the last one (_ask_remote)
     _unprepared: int = 0  # jobs whose key is still to make
 
     @property
@@ -211,6 +219,8 @@ class Executor:
         record.jobs = self.res.jobs
         if self._prepared_span is not None:
             record.span("keys and cache lookups", *self._prepared_span)
+        if self._asked_span is not None:
+            record.span("remote lookup", *self._asked_span)
         for name, start, end in self.spans:
             record.span(name, start, end)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
@@ -294,29 +304,16 @@ class Executor:
         """Local cache, then the remote service if there is one, then local compiles; the
         heaviest job first (its module's size plus what it imports).
 
-        Without a remote service each job's key is made as the job comes up, and the next
-        ones' while compiles run (_compile): the first compile does not wait for every key
-        (on a cold 400-module link, seconds of shard keys). The remote service is asked for
-        every job at once, so there every key comes first."""
+        Each job's key is made as the job comes up, and the next ones' while compiles run
+        (_compile): the first compile does not wait for every key (on a cold 400-module link,
+        seconds of shard keys). The remote service is asked the same way, a few jobs at a
+        time (ASK_AT_ONCE): the first job goes to the workers after a few keys, not all."""
         states = [JobState(job) for job in jobs]
         self.states.update((s.output, s) for s in states)
         self._unprepared += len(states)
         weight = {s.output: s.job.module.size + sum(sizes.get(i, 0) for i in s.job.imports) for s in states}
         states.sort(key=lambda s: weight[s.output], reverse=True)
-        if self.remote is None:
-            self._compile(states)
-            return
-        pending = [s for s in states if not self._prepare(s)]
-        if pending:
-            t1 = time.time()
-            sendable: list[JobState] = []
-            local: list[JobState] = []
-            for p in pending:
-                (sendable if self._sendable_job(p) else local).append(p)
-            pending = (self._serve_remotely(sendable) if sendable else []) + local
-            pending.sort(key=lambda p: weight[p.output], reverse=True)
-            self.spans.append(("remote lookup", t1, time.time()))
-        self._compile(pending)
+        self._compile(states)
 
     def _prepare(self, state: JobState) -> bool:
         """Make the job's options, command line and key; True if the local cache served it."""
@@ -359,6 +356,11 @@ class Executor:
         turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it)."""
         if not self._unprepared:
             return False
+        if self.remote is not None:
+            asking = self._to_ask(queue)
+            if asking:
+                self._ask_remote(asking, queue)
+                return True
         early = next((r for r in running.values() if not r.state.prepared), None)
         if early is not None:
             self._early_keyed(early, running)
@@ -440,6 +442,36 @@ class Executor:
             state.unserved = why
         return not why
 
+    def _to_ask(self, queue: list[JobState], first: JobState | None = None) -> list[JobState]:
+        """The next jobs of the queue to ask the remote service for (`first`, taken from it,
+        leads), up to ASK_AT_ONCE, their keys made; a local hit among them leaves the queue."""
+        asking = [first] if first is not None else []
+        for i in range(len(queue) - 1, -1, -1):
+            if len(asking) >= ASK_AT_ONCE:
+                break
+            state = queue[i]
+            if state.asked:
+                continue
+            if not state.prepared and self._prepare(state):
+                del queue[i]
+                continue
+            asking.append(state)
+        return asking
+
+    def _ask_remote(self, asking: list[JobState], queue: list[JobState]) -> set[str]:
+        """Ask the remote service for these jobs (those it may make); returns the outputs it
+        served, which leave the queue."""
+        t = time.time()
+        for state in asking:
+            state.asked = True
+        sendable = [s for s in asking if self._sendable_job(s)]
+        left = {s.output for s in self._serve_remotely(sendable)} if sendable else set()
+        served = {s.output for s in sendable} - left
+        if served:
+            queue[:] = [s for s in queue if s.output not in served]
+        self._asked_span = (self._asked_span[0] if self._asked_span else t, time.time())
+        return served
+
     def _serve_remotely(self, pending: list[JobState]) -> list[JobState]:
         """Ask the remote action cache for these jobs; returns those left to make.
 
@@ -507,7 +539,7 @@ class Executor:
         claimed: JobState | None = None  # claimed, waiting for a slot
         running: dict[int, _Running] = {}  # pidfd -> child
         failures: list[ToolFailed] = []
-        if self.remote is not None and any(p.work is not None for p in pending):
+        if self.remote is not None and self.remote.mode == "execute":
             from ..remote.execute import Workers
 
             self._workers = Workers(self.remote, queue=not self.res.remote_local)
@@ -569,6 +601,9 @@ class Executor:
                 if not state.prepared and self._early(state, running):
                     continue
                 if not state.prepared and self._prepare(state):
+                    continue
+                if (self.remote is not None and not state.asked
+                        and state.output in self._ask_remote(self._to_ask(queue, state), queue)):
                     continue
                 if not self._claim(state.key):
                     aside.append(state)

@@ -82,10 +82,14 @@ class Session:
     compiler: str = ""  # clang's path on the workers ('' = this machine's)
     down: str = ""  # why the service is not asked again during this link
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
-    _pool: ThreadPoolExecutor | None = None
+    _pool: ThreadPoolExecutor | None = None  # executions, and results being published
+    _asking: ThreadPoolExecutor | None = None  # lookups and uploads: never behind executions that wait for them
     _publishing: list[Future] = field(default_factory=list)
     _sharing: list[Future] = field(default_factory=list)  # executed results being put under their identity
-    _inputs: Future | None = None  # the upload of the inputs of the jobs that may be sent (prepare)
+    _inputs: dict[str, Future] = field(default_factory=dict)  # job output -> the upload of its inputs (prepare)
+    _uploads: Future | None = None  # the last upload asked for: each waits for the one before it
+    _known: set[Key] = field(default_factory=set)  # blobs an earlier upload found in the CAS or put there
+    _capable: bool = False  # the server answered GetCapabilities
     _fastest: float | None = None  # the quickest dispatch seen (Running.dispatched), seconds
     deduplicated: int = 0  # input bytes those jobs name that were not uploaded (shared by jobs, or in the CAS)
 
@@ -96,6 +100,11 @@ class Session:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-remote")
         return self._pool
+
+    def _requests(self) -> ThreadPoolExecutor:
+        if self._asking is None:
+            self._asking = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-ask")
+        return self._asking
 
     def _give_up(self, error: RemoteError) -> None:
         if error.unreachable and not self.down:
@@ -111,10 +120,12 @@ class Session:
         replies = [Reply() for _ in work]
         if not work:
             return replies
-        try:
-            self.client.capabilities()
-        except RemoteError as e:
-            self._give_up(RemoteError(str(e), unreachable=True))
+        if not self._capable and not self.down:
+            try:
+                self.client.capabilities()
+                self._capable = True
+            except RemoteError as e:
+                self._give_up(RemoteError(str(e), unreachable=True))
         ready: list[tuple[int, action.BackendAction]] = []
         for i, w in enumerate(work):
             if self.down:
@@ -151,10 +162,12 @@ class Session:
 
     def prepare(self, work: list[Work]) -> None:
         """Upload, in the background, the inputs the CAS lacks of the jobs that may be sent
-        (each shared module once): one FindMissingBlobs for them all. Sent jobs wait for it."""
+        (each shared module once): one FindMissingBlobs for them all, after the uploads
+        asked for before, less the blobs those found or sent. Sent jobs wait for theirs."""
         actions = [self.actions[w.job.output] for w in work if w.job.output in self.actions]
         if actions and not self.down:
-            self._inputs = self._executor().submit(self._upload_inputs, actions)
+            self._uploads = self._requests().submit(self._upload_inputs, actions, self._uploads)
+            self._inputs.update((w.job.output, self._uploads) for w in work if w.job.output in self.actions)
 
     def room(self, sent: list[Execution], queue: bool) -> bool:
         """May one more job be sent? At most as many as requests may be in flight; and unless
@@ -166,7 +179,7 @@ class Session:
         loopback). So a job counts as waiting for a worker only once it has been queued for
         twice the quickest dispatch this link has seen (any queued job, before one is seen);
         else a large cluster would get one job per dispatch time (bench/cluster.py)."""
-        if self.down or self._inputs is None or len(sent) >= max(1, int(self.client.pressure.limit)):
+        if self.down or not self._inputs or len(sent) >= max(1, int(self.client.pressure.limit)):
             return False
         if queue:
             return True
@@ -181,7 +194,7 @@ class Session:
         another thread) when it leaves the server's queue and once its answer is in."""
         a = self.actions[w.job.output]
         running = Running(wake)
-        future = self._executor().submit(self._execute, a, running)
+        future = self._executor().submit(self._execute, a, running, self._inputs[w.job.output])
         future.add_done_callback(lambda _: wake())
         return Execution(a, future, running)
 
@@ -205,23 +218,27 @@ class Session:
     def _ask(self, request: Callable[[action.BackendAction], tuple[Served | None, str]],
              actions: list[tuple[int, action.BackendAction]]) -> list[tuple[int, tuple[Served | None, str]]]:
         """request(action) for each, remote_jobs at a time."""
-        futures = [(i, self._executor().submit(request, a)) for i, a in actions]
+        futures = [(i, self._requests().submit(request, a)) for i, a in actions]
         return [(i, f.result()) for i, f in futures]
 
-    def _upload_inputs(self, actions: list[action.BackendAction]) -> str:
+    def _upload_inputs(self, actions: list[action.BackendAction], before: Future | None) -> str:
         """Why the inputs could not be uploaded ('' once they are in the CAS)."""
+        failed = before.result() if before is not None else ""
+        if failed:
+            return failed
         blobs: dict[Key, bytes] = {}
         named = 0
         for a in actions:
-            blobs.update(a.blobs)
+            blobs.update((k, v) for k, v in a.blobs.items() if k not in self._known)
             named += sum(k[1] for k in a.blobs)
         try:
-            missing = self.client.find_missing(blobs)
-            self.deduplicated = named - sum(k[1] for k in missing)
+            missing = self.client.find_missing(blobs) if blobs else []
+            self.deduplicated += named - sum(k[1] for k in missing)
             self.client.upload({k: blobs[k] for k in missing})
         except RemoteError as e:
             self._give_up(e)
             return str(e)
+        self._known.update(blobs)
         return ""
 
     def _lookup(self, a: action.BackendAction) -> tuple[Served | None, str]:
@@ -236,9 +253,8 @@ class Session:
             self._give_up(e)
             return None, str(e)
 
-    def _execute(self, a: action.BackendAction, running: Running) -> tuple[Served | None, str]:
-        assert self._inputs is not None
-        failed = self._inputs.result()
+    def _execute(self, a: action.BackendAction, running: Running, inputs: Future) -> tuple[Served | None, str]:
+        failed = inputs.result()
         if failed or self.down:
             return None, failed or self.down
         try:
@@ -311,8 +327,9 @@ class Session:
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
         for f in self._sharing:
             f.result()
-        if self._pool is not None:
-            self._pool.shutdown()
+        for pool in (self._pool, self._asking):
+            if pool is not None:
+                pool.shutdown()
         if self.retries:
             self.stats.add("remote_retries", self.retries)
         self.client.close()
