@@ -40,7 +40,7 @@ from .slots import Gate, Local, Ticket
 
 if TYPE_CHECKING:
     from ..remote.execute import Workers
-    from ..remote.session import Session, Served, Work
+    from ..remote.session import Asked, Session, Served, Work
 
 # Jobs asked of the remote service at once: each takes its key and action (10-30 ms of
 # Python), then they share one round trip of lookups and one FindMissingBlobs. Few, so that
@@ -104,6 +104,7 @@ class JobState:
     side: sideinputs.SideInputs | None = None  # what it reads besides its module, shard and imports
     prepared: bool = False  # its options, key and cache lookup are done (_prepare)
     asked: bool = False  # the remote service was asked for it, if it may be (_ask_remote)
+    answered: bool = False  # and its reply taken (_answered)
     key: str | None = None  # its cache key (None: not cached, side.unknown says why)
     shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, once it is to be made
@@ -121,6 +122,16 @@ class JobState:
     @property
     def output(self) -> str:
         return self.job.output
+
+
+@dataclass
+class _Asking:
+    """Jobs whose remote lookups are under way (_ask_remote)."""
+
+    states: list[JobState]
+    work: list[Work]
+    asked: Asked
+    start: float
 
 
 @dataclass
@@ -156,6 +167,7 @@ class Executor:
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
     _prepared_span: tuple[float, float] | None = None  # from the first job's key to the last one's (_prepare)
     _asked_span: tuple[float, float] | None = None  # from the first remote lookup to the last one (_ask_remote)
+    _asking: list[_Asking] = field(default_factory=list)  # remote lookups under way, the first asked first
     _unprepared: int = 0  # jobs whose key is still to make
 
     @property
@@ -354,12 +366,14 @@ class Executor:
         """Make one more key while the compiles run; False if none is left to make. A compile
         started before its key (_start: a module new to the cache) comes first: its key may
         turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it)."""
+        if self.remote is not None:
+            self._answered(queue)
         if not self._unprepared:
             return False
         if self.remote is not None:
             asking = self._to_ask(queue)
             if asking:
-                self._ask_remote(asking, queue)
+                self._ask_remote(asking)
                 return True
         early = next((r for r in running.values() if not r.state.prepared), None)
         if early is not None:
@@ -458,53 +472,54 @@ class Executor:
             asking.append(state)
         return asking
 
-    def _ask_remote(self, asking: list[JobState], queue: list[JobState]) -> set[str]:
-        """Ask the remote service for these jobs (those it may make); returns the outputs it
-        served, which leave the queue."""
-        t = time.time()
-        for state in asking:
-            state.asked = True
-        sendable = [s for s in asking if self._sendable_job(s)]
-        left = {s.output for s in self._serve_remotely(sendable)} if sendable else set()
-        served = {s.output for s in sendable} - left
-        if served:
-            queue[:] = [s for s in queue if s.output not in served]
-        self._asked_span = (self._asked_span[0] if self._asked_span else t, time.time())
-        return served
-
-    def _serve_remotely(self, pending: list[JobState]) -> list[JobState]:
-        """Ask the remote action cache for these jobs; returns those left to make.
-
-        In execute mode the ones it lacked may be sent to the workers (JobState.work), their
-        inputs uploading in the background while the local slots start.
-        """
+    def _ask_remote(self, asking: list[JobState]) -> None:
+        """Ask the remote service for these jobs, those it may make: their actions are built
+        here, the lookups go out in the background (_answered takes the replies)."""
         from ..remote.session import Work
 
         assert self.remote is not None
         t = time.time()
-        # Each job with the shard identity its key took: the remote identity names it too, and
-        # making it again would parse every shard a second time.
-        work = [Work(replace(p.job, shard_identity=p.shard_identity or p.job.shard_identity),
-                     lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded)) for p in pending]
-        left: list[JobState] = []
-        for p, w, reply in zip(pending, work, self.remote.lookup(work)):
-            if reply.served is not None and p.verify:  # compiled here and compared
-                if p.expected is None:
-                    p.expected = ("remote cache", cachekey.digest_bytes(reply.served.obj))
-                left.append(p)
-                continue
-            if reply.served is None:
-                if reply.error:
-                    p.unserved = reply.error
-                elif self.remote.mode == "execute":
-                    p.work = w
-                left.append(p)
-                continue
-            self._remote_object(p, reply.served, reply.action, t)
-        sendable = [p.work for p in pending if p.work is not None]
+        for state in asking:
+            state.asked = True
+        sendable = [s for s in asking if self._sendable_job(s)]
+        for state in asking:
+            state.answered = not any(s is state for s in sendable)  # nothing to wait for
         if sendable:
-            self.remote.prepare(sendable)
-        return left
+            # Each job with the shard identity its key took: the remote identity names it too,
+            # and making it again would parse every shard a second time.
+            work = [Work(replace(p.job, shard_identity=p.shard_identity or p.job.shard_identity),
+                         lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded))
+                    for p in sendable]
+            self._asking.append(_Asking(sendable, work, self.remote.ask(work), t))
+        self._asked_span = (self._asked_span[0] if self._asked_span else t, time.time())
+
+    def _answered(self, queue: list[JobState], wanted: JobState | None = None) -> set[str]:
+        """Take the remote replies that are in, and wait for `wanted`'s: the jobs it served
+        leave the queue (their outputs are returned); in execute mode the ones it lacked may
+        be sent to the workers (JobState.work), their inputs uploading in the background."""
+        assert self.remote is not None
+        served: set[str] = set()
+        while self._asking and (self._asking[0].asked.done or (wanted is not None and not wanted.answered)):
+            asking = self._asking.pop(0)
+            for p, w, reply in zip(asking.states, asking.work, self.remote.answers(asking.asked)):
+                p.answered = True
+                if reply.served is not None and p.verify:  # compiled here and compared
+                    if p.expected is None:
+                        p.expected = ("remote cache", cachekey.digest_bytes(reply.served.obj))
+                elif reply.served is None:
+                    if reply.error:
+                        p.unserved = reply.error
+                    elif self.remote.mode == "execute":
+                        p.work = w
+                else:
+                    self._remote_object(p, reply.served, reply.action, asking.start)
+                    served.add(p.output)
+            sendable = [p.work for p in asking.states if p.work is not None]
+            if sendable:
+                self.remote.prepare(sendable)
+        if served:
+            queue[:] = [s for s in queue if s.output not in served]
+        return served
 
     def _remote_object(self, state: JobState, served: Served, action: str, start: float) -> None:
         """Take an object the remote served: written, backfilled into the local cache, its claim let go."""
@@ -594,17 +609,23 @@ class Executor:
     def _start(self, queue: list[JobState], aside: list[JobState], claimed: JobState | None,
                running: dict[int, _Running]) -> JobState | None:
         """Start jobs while a side has room (a local slot first: it costs no transfer); returns
-        the claimed job still waiting for one. With the queue empty, free slots race stragglers."""
+        the claimed job still waiting for one. With the queue empty, free slots race stragglers.
+        Once it has asked the remote service for jobs, it returns after the next one starts:
+        what landed meanwhile is taken before more are asked."""
+        paused = False
         while True:
-            while claimed is None and queue:
+            while claimed is None and queue and not paused:
                 state = queue.pop()
                 if not state.prepared and self._early(state, running):
                     continue
                 if not state.prepared and self._prepare(state):
                     continue
-                if (self.remote is not None and not state.asked
-                        and state.output in self._ask_remote(self._to_ask(queue, state), queue)):
-                    continue
+                if self.remote is not None and not state.answered:
+                    if not state.asked:
+                        self._ask_remote(self._to_ask(queue, state))
+                        paused = True
+                    if state.output in self._answered(queue, state):
+                        continue
                 if not self._claim(state.key):
                     aside.append(state)
                     state.waited = True
@@ -624,6 +645,8 @@ class Executor:
             elif not self._send(claimed):
                 return claimed
             claimed = None
+            if paused:
+                return None
 
     def _early(self, state: JobState, running: dict[int, _Running]) -> bool:
         """Start the compile of a module new to the cache's store (plan.Module.new) before its

@@ -71,6 +71,18 @@ class Reply:
 
 
 @dataclass
+class Asked:
+    """Lookups under way (Session.ask): a reply per job, each to be filled from its request."""
+
+    replies: list[Reply]
+    futures: list[tuple[int, Future]]  # (the job's place, its lookup)
+
+    @property
+    def done(self) -> bool:
+        return all(f.done() for _, f in self.futures)
+
+
+@dataclass
 class Session:
     client: Client
     mode: str  # "cache" | "execute"
@@ -111,15 +123,17 @@ class Session:
             self.down = str(error)
             print(f"ltowrap: remote {self.client.endpoint.url}: {error}; compiling locally", file=sys.stderr)
 
-    def lookup(self, work: list[Work]) -> list[Reply]:
-        """Ask the action cache for each job: one reply per job, in order, served or not (error says why).
+    def ask(self, work: list[Work]) -> Asked:
+        """Start asking the action cache for each job: their actions are built here, the
+        requests go out in the background; answers() gives one reply per job, in order,
+        served or not (error says why).
 
-        In cache mode a job it lacks is counted a miss here; in execute mode the executor
+        In cache mode a job it lacks is counted a miss there; in execute mode the executor
         then send()s it (counted when taken), or compiles it here (remote_local).
         """
         replies = [Reply() for _ in work]
         if not work:
-            return replies
+            return Asked(replies, [])
         if not self._capable and not self.down:
             try:
                 self.client.capabilities()
@@ -143,8 +157,13 @@ class Session:
             ready.append((i, a))
         # The action cache first, in both modes: a hit costs one small request, and an
         # Execute (even one the server answers from its cache) goes through its scheduler.
-        for i, reply in self._ask(self._lookup, ready):
-            replies[i].served, replies[i].error = reply
+        return Asked(replies, [(i, self._requests().submit(self._lookup, a)) for i, a in ready])
+
+    def answers(self, asked: Asked) -> list[Reply]:
+        """The replies of ask(), once they are all in (counted in the stats here)."""
+        replies = asked.replies
+        for i, future in asked.futures:
+            replies[i].served, replies[i].error = future.result()
         for r in replies:
             if r.served is not None or r.error:
                 self._count(r)
@@ -214,12 +233,6 @@ class Session:
         shard = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of, job.module.path)
         return cachekey.remote_key(self.platform, self.toolchain, w.argv_for(*PLACEHOLDERS), job.module.digest,
                                   shard)
-
-    def _ask(self, request: Callable[[action.BackendAction], tuple[Served | None, str]],
-             actions: list[tuple[int, action.BackendAction]]) -> list[tuple[int, tuple[Served | None, str]]]:
-        """request(action) for each, remote_jobs at a time."""
-        futures = [(i, self._requests().submit(request, a)) for i, a in actions]
-        return [(i, f.result()) for i, f in futures]
 
     def _upload_inputs(self, actions: list[action.BackendAction], before: Future | None) -> str:
         """Why the inputs could not be uploaded ('' once they are in the CAS)."""
