@@ -365,7 +365,9 @@ class Executor:
     def _prepare_next(self, queue: list[JobState], running: dict[int, _Running]) -> bool:
         """Make one more key while the compiles run; False if none is left to make. A compile
         started before its key (_start: a module new to the cache) comes first: its key may
-        turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it)."""
+        turn out to be a hit (_early_keyed); then the next job of the queue (a hit leaves it).
+        With a remote service, the remote replies that are in are taken, and the next jobs'
+        keys are made to ask it for them (_ask_remote)."""
         if self.remote is not None:
             self._answered(queue)
         if not self._unprepared:
