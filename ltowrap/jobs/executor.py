@@ -164,7 +164,6 @@ class Executor:
     _claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
     _workers: Workers[JobState] | None = None  # execute mode, while jobs may be sent
     module_reads: sideinputs.ModuleReads | None = None
-    spans: list[tuple[str, float, float]] = field(default_factory=list)  # the run's phases before the compiles
     _prepared_span: tuple[float, float] | None = None  # from the first job's key to the last one's (_prepare)
     _asked_span: tuple[float, float] | None = None  # from the first remote lookup to the last one (_ask_remote)
     _asking: list[_Asking] = field(default_factory=list)  # remote lookups under way, the first asked first
@@ -233,8 +232,6 @@ class Executor:
             record.span("keys and cache lookups", *self._prepared_span)
         if self._asked_span is not None:
             record.span("remote lookup", *self._asked_span)
-        for name, start, end in self.spans:
-            record.span(name, start, end)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if s.unrecorded else None,

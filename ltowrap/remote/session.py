@@ -95,7 +95,7 @@ class Session:
     down: str = ""  # why the service is not asked again during this link
     actions: dict[str, action.BackendAction] = field(default_factory=dict)  # job output -> its action
     _pool: ThreadPoolExecutor | None = None  # executions, and results being published
-    _asking: ThreadPoolExecutor | None = None  # lookups and uploads: never behind executions that wait for them
+    _ask_pool: ThreadPoolExecutor | None = None  # lookups and uploads: never behind executions that wait for them
     _publishing: list[Future] = field(default_factory=list)
     _sharing: list[Future] = field(default_factory=list)  # executed results being put under their identity
     _inputs: dict[str, Future] = field(default_factory=dict)  # job output -> the upload of its inputs (prepare)
@@ -113,10 +113,10 @@ class Session:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-remote")
         return self._pool
 
-    def _requests(self) -> ThreadPoolExecutor:
-        if self._asking is None:
-            self._asking = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-ask")
-        return self._asking
+    def _ask_executor(self) -> ThreadPoolExecutor:
+        if self._ask_pool is None:
+            self._ask_pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="ltowrap-ask")
+        return self._ask_pool
 
     def _give_up(self, error: RemoteError) -> None:
         if error.unreachable and not self.down:
@@ -157,7 +157,7 @@ class Session:
             ready.append((i, a))
         # The action cache first, in both modes: a hit costs one small request, and an
         # Execute (even one the server answers from its cache) goes through its scheduler.
-        return Asked(replies, [(i, self._requests().submit(self._lookup, a)) for i, a in ready])
+        return Asked(replies, [(i, self._ask_executor().submit(self._lookup, a)) for i, a in ready])
 
     def answers(self, asked: Asked) -> list[Reply]:
         """The replies of ask(), once they are all in (counted in the stats here)."""
@@ -185,7 +185,7 @@ class Session:
         asked for before, less the blobs those found or sent. Sent jobs wait for theirs."""
         actions = [self.actions[w.job.output] for w in work if w.job.output in self.actions]
         if actions and not self.down:
-            self._uploads = self._requests().submit(self._upload_inputs, actions, self._uploads)
+            self._uploads = self._ask_executor().submit(self._upload_inputs, actions, self._uploads)
             self._inputs.update((w.job.output, self._uploads) for w in work if w.job.output in self.actions)
 
     def room(self, sent: list[Execution], queue: bool) -> bool:
@@ -245,7 +245,7 @@ class Session:
             blobs.update((k, v) for k, v in a.blobs.items() if k not in self._known)
             named += sum(k[1] for k in a.blobs)
         try:
-            missing = self.client.find_missing(blobs) if blobs else []
+            missing = self.client.find_missing(blobs)  # none to look for: no request
             self.deduplicated += named - sum(k[1] for k in missing)
             self.client.upload({k: blobs[k] for k in missing})
         except RemoteError as e:
@@ -340,7 +340,7 @@ class Session:
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
         for f in self._sharing:
             f.result()
-        for pool in (self._pool, self._asking):
+        for pool in (self._pool, self._ask_pool):
             if pool is not None:
                 pool.shutdown()
         if self.retries:
