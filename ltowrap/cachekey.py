@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from .cache import Cache
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-11"
+FORMAT_VERSION = "ltowrap-cache-12"
 # What a thin-link entry holds (thinlink.py). 2: the regular-LTO object, which entries of 1
 # lacked for split LTO units (their hits lost the vtables of -fwhole-program-vtables links).
 THINLINK_FORMAT = "2"

@@ -153,9 +153,22 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
             direct.driver_line(line.checks)
         os.environ.update(env)
         spans = [("direct lane", t0, t1), ("driver line", t1, time.time())]
-        sys.exit(run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans))
+        rc = run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans)
+        if rc != 0:  # what the driver says after its linker failed, as it would have run it
+            print(f"{_driver_name(real[0], seen)}: error: linker command failed with exit code {rc} "
+                  "(use -v to see invocation)", file=sys.stderr)
+        sys.exit(rc)
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
+
+
+def _driver_name(clang: str, args: list[str]) -> str:
+    """The name the clang driver gives itself in its messages: the stem of the path it was run
+    as from release 19 on (or with -no-canonical-prefixes), of that path with its symlinks
+    resolved before."""
+    release = toolchain.release(toolchain.version_text(clang))
+    canonical = "-no-canonical-prefixes" not in args and release and int(release.split(".")[0]) < 19
+    return os.path.splitext(os.path.basename(os.path.realpath(clang) if canonical else clang))[0]
 
 
 def _lld_route(real: list[str], args: list[str], settings: config.Settings) -> tuple[str, str] | None:

@@ -26,6 +26,11 @@ from .errors import Reason, ToolFailed, Unsupported
 from .jobs import jobrun
 from .linkline import cmdline
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the stages are imported past the link memo (_link)
+    from .stages.diagnostics import Printed
+    from .stages.plan import LinkPlan, Module
+
 # errno values that mean "this cache cannot be written", as opposed to a problem with an input.
 CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR])
 
@@ -163,7 +168,7 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
           memo: linkmemo.Memo | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
-    from .stages import finallink, plan, thinlink
+    from .stages import diagnostics, finallink, plan, thinlink
     from .stages.backend import LinkBackend
 
     t = time.time()
@@ -191,12 +196,20 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
             executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
-    warnings = executor.warnings_text()
+    printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command)
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
+    if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
+        sys.stdout.write(printed.stdout)
+        sys.stderr.write(printed.stderr)
+        run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4)}
+        for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
+            run.record.span(name, start, end)
+        return 1
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
+    out, err = printed.stdout.encode("utf-8", "surrogateescape") + out, diagnostics.joined(printed, err)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
     for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
@@ -206,11 +219,22 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         # linker said goes into the log (and, with verbose, to stderr), to tell why.
         raise ToolFailed(final, rc, err.decode("utf-8", "replace"), Reason.FINAL_LINK_FAILED)
     sys.stdout.buffer.write(out)
-    if rc != 0 and not run.settings.verbose:  # the link failed: what the backends said may tell why
-        sys.stderr.write(warnings)
     sys.stderr.buffer.write(err)
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
         run.record.span("memo store", t3, time.time())
     return rc
+
+
+def _backend_diagnostics(printed: list[tuple[Module, str]], link_plan: LinkPlan, ld: str,
+                         command: cmdline.LinkCommand) -> Printed:
+    """What the backends printed, as in-process lld would print it (stages/diagnostics.py)."""
+    from .stages import diagnostics
+
+    names: dict[str, str] = {}
+    for m in link_plan.modules:
+        names.setdefault(m.digest, m.lld_name)
+    policy = diagnostics.Policy(os.path.basename(ld).removesuffix(".exe"), command.fatal_warnings,
+                                command.no_warnings, command.error_limit)
+    return diagnostics.render([(m.lld_name, text) for m, text in printed], names, policy)

@@ -33,7 +33,8 @@ from ..cache import OBJECTS, Cache, Entry
 from ..errors import Reason, ToolFailed
 from ..locks import POLL
 from ..progress import Progress
-from ..stages import backend, sideinputs
+from ..cachedirs import MODULES
+from ..stages import backend, diagnostics, sideinputs
 from ..stages.backend import PLACEHOLDERS, Job
 from ..stages.plan import Module
 from .slots import Gate, Local, Ticket
@@ -117,7 +118,7 @@ class JobState:
     here: bool = False  # it might have gone to the workers and was compiled here: the local side's share
     raced: bool = False  # run on both sides at once
     running: _Running | None = None  # its compile here, while it runs
-    printed: str = ""  # what its compile printed (warnings)
+    printed: str = ""  # what its compile printed (diagnostics.canonical: module paths as digests)
 
     @property
     def output(self) -> str:
@@ -145,7 +146,7 @@ class Resources:
     gate: Gate = field(default_factory=Local)  # where each compile gets its slot: make's jobserver or the pool
     per_module_options: bool = True  # each module's recorded options (else the link's only)
     debug: bool = False  # write what went into each key (ltowrap explain)
-    verbose: bool = False  # backend warnings on stderr as they come (else in the log only)
+    verbose: bool = False  # what each backend clang prints, on stderr as it comes (besides lld's rendering)
     progress: Progress | None = None
     remote: Session | None = None
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
@@ -292,6 +293,7 @@ class Executor:
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         _write(state.output, entry.payload)
+        state.printed = str(entry.meta.get("printed", ""))
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
         self._done(Outcome(state.job, CACHED, start, time.time(), waited=state.waited))
@@ -524,8 +526,8 @@ class Executor:
         """Take an object the remote served: written, backfilled into the local cache, its claim let go."""
         job = state.job
         _write(job.output, served.obj)
-        self._warnings(state, served.stderr)
-        self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action}, served.obj)
+        self._printed(state, served.stderr)
+        self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, served.obj)
         self._release(state.key)
         self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
                            waited=state.waited, worker=served.worker, queued=served.queued))
@@ -797,15 +799,15 @@ class Executor:
             self.cache.stats.add("backend_failures")
             return ToolFailed(state.argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}",
                               Reason.BACKEND_FAILED)
-        self._warnings(state, out)
+        self._printed(state, out)
         if state.key is None:
             return None
         if state.expected is not None:
             self._check(state, obj)
         self.cache.stats.add("backend_misses")
-        self.cache.put(OBJECTS, state.key, {"seconds": round(seconds, 4)}, obj)
+        self.cache.put(OBJECTS, state.key, {"seconds": round(seconds, 4), "printed": state.printed}, obj)
         if self.remote is not None and not state.side and not self.res.local_only:
-            self.remote.publish(job, obj)
+            self.remote.publish(job, obj, state.printed)
         return None
 
     def _check(self, state: JobState, obj: bytes) -> None:
@@ -817,19 +819,20 @@ class Executor:
         same = self.cache.verified(fresh == cached, f"the {where} entry of {state.job.module.origin}")
         state.verified = "same" if same else f"mismatch: {where} {cached}, compiled {fresh}"
 
-    def _warnings(self, state: JobState, text: str) -> None:
-        """Keep what a successful compile printed: in-process ThinLTO prints nothing of the
-        kind, so it goes to the log, to stderr only when the link fails or when verbose."""
-        if not text:
-            return
-        state.printed = text
-        if self.res.verbose:
+    def _printed(self, state: JobState, text: str) -> None:
+        """Keep what a successful compile printed, its module paths as digests: the cache keeps
+        it with the object, a hit gives it back, and the link prints it as lld would
+        (diagnostics.render). With verbose, clang's own text goes to stderr too, as it comes."""
+        state.printed = diagnostics.canonical(text, os.path.join(self.cache.root, MODULES) + "/") if text else ""
+        if text and self.res.verbose:
             sys.stderr.write(text)
 
-    def warnings_text(self) -> str:
-        """Every backend's kept output, each under the module it came from."""
-        return "".join(f"ltowrap: backend compile of {o.job.module.origin}:\n{s.printed}"
-                       for o in self.outcomes if (s := self.states[o.job.output]).printed)
+    def printed(self) -> list[tuple[Module, str]]:
+        """What each backend printed (canonical text), by module, in the order in-process
+        ThinLTO runs its backends on one thread: the largest module first (LTO's
+        generateModulesOrdering), ties in link order."""
+        states = sorted(self.states.values(), key=lambda s: -s.job.module.size)
+        return [(s.job.module, s.printed) for s in states if s.printed]
 
 
 @contextmanager

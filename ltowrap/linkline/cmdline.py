@@ -60,6 +60,9 @@ class LinkCommand:
     nostdlib: bool = False
     scripts: tuple[str, ...] = field(default=())  # -T and the like, as given (lld searches them: ldscript.find_script)
     emulation: str = ""  # -m: the target the link is for (elf_x86_64, aarch64linux, ...); the driver always gives it
+    fatal_warnings: bool = False  # --fatal-warnings (the last of it and --no-fatal-warnings)
+    no_warnings: bool = False  # --no-warnings, -w
+    error_limit: int = 20  # --error-limit (0: none); lld's default
 
     def inputs(self) -> list[Arg]:
         return [a for a in self.args if a.input is not None]
@@ -119,6 +122,9 @@ class _Reader:
     nostdlib: bool = False
     scripts: list[str] = field(default_factory=list)
     emulation: str = ""
+    fatal_warnings: bool = False
+    no_warnings: bool = False
+    error_limit: int = 20
 
     def input(self, tokens: tuple[str, ...]) -> None:
         self.args.append(Arg(tokens, input=tokens[0], static=self.static, whole_archive=self.whole, lazy=self.lazy))
@@ -164,6 +170,10 @@ class _Reader:
             self.fat = role == "fat-lto-objects"
         elif role == "nostdlib":
             self.nostdlib = True
+        elif role in ("fatal-warnings", "no-fatal-warnings"):
+            self.fatal_warnings = role == "fatal-warnings"
+        elif role == "no-warnings":
+            self.no_warnings = True
         elif value is None:
             return
         elif role == "output":
@@ -172,6 +182,8 @@ class _Reader:
             self.scripts.append(value)
         elif role == "emulation":
             self.emulation = value
+        elif role == "error-limit" and value.isdigit():  # anything else: lld rejects the link itself
+            self.error_limit = int(value)
         elif role in ("lto-O", "sample-profile"):
             self.lto[role] = value
         elif role == "mllvm":
@@ -197,6 +209,9 @@ class _Reader:
             nostdlib=self.nostdlib,
             scripts=tuple(self.scripts),
             emulation=self.emulation,
+            fatal_warnings=self.fatal_warnings,
+            no_warnings=self.no_warnings,
+            error_limit=self.error_limit,
         )
 
 

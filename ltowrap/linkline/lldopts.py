@@ -37,6 +37,7 @@ ROLES = frozenset("""
     output library library-path sysroot whole-archive no-whole-archive start-lib end-lib group
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
     sample-profile fat-lto-objects no-fat-lto-objects script nostdlib emulation
+    fatal-warnings no-fatal-warnings no-warnings error-limit
 """.split())
 
 TABLE = """
@@ -94,7 +95,8 @@ flag      --  enable-non-contiguous-regions
 flag      *   end-group start-group                 role=group
 flag      *   end-lib                               role=end-lib
 flag      *   start-lib                             role=start-lib
-value     --  error-handling-script error-limit
+value     --  error-handling-script
+value     --  error-limit                           role=error-limit
 flag      *   error-unresolved-symbols warn-unresolved-symbols
 value     *   exclude-libs
 flag      --  execute-only no-execute-only
@@ -105,7 +107,8 @@ separate  -   F
 value     *   filter
 flag      --  fat-lto-objects                       role=fat-lto-objects
 flag      --  no-fat-lto-objects                    role=no-fat-lto-objects
-flag      *   fatal-warnings no-fatal-warnings
+flag      *   fatal-warnings                        role=fatal-warnings
+flag      *   no-fatal-warnings                     role=no-fatal-warnings
 value     *   fini init
 flag      *   fix-cortex-a53-843419 fix-cortex-a8
 flag      --  force-group-allocation
@@ -165,8 +168,8 @@ flag      *   nmagic no-nmagic no-omagic noinhibit-exec no-undefined no-warn-mis
 flag      *   nostdlib                              role=nostdlib
 flag      --  omagic
 flag      --  optimize-bb-jumps no-optimize-bb-jumps
-flag      --  no-warnings
-flag      -   w
+flag      --  no-warnings                           role=no-warnings
+flag      -   w                                     role=no-warnings
 flag      *   long-plt no-copy-dt-needed-entries no-ctors-in-init-array no-keep-memory secure-plt
 flag      *   sort-common stats warn-execstack warn-once warn-shared-textrel
 flag      --  no-add-needed

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 
+# What a published result carries inline of its compile's stderr; more goes in a blob.
+INLINE_STDERR = 16 * 1024
+
+
 @dataclass(frozen=True)
 class Work:
     job: Job
@@ -44,7 +48,7 @@ class Work:
 class Served:
     obj: bytes
     executed: bool  # ran on a worker; else it came from the remote action cache
-    stderr: str = ""  # what the compile printed (warnings), when it ran on a worker
+    stderr: str = ""  # what the compile printed (diagnostics), as the worker or the publisher left it
     worker: str = ""  # the worker it ran on, as the server names it
     queued: float | None = None  # seconds it waited in the server's queue, as the server timed it
 
@@ -302,22 +306,31 @@ class Session:
         queued = None
         if executed and meta.queued_timestamp.seconds and meta.worker_start_timestamp.seconds:
             queued = max(0.0, (meta.worker_start_timestamp.ToNanoseconds() - meta.queued_timestamp.ToNanoseconds()) / 1e9)
-        return Served(data, executed, stderr if executed else "", meta.worker if executed else "", queued), ""
+        return Served(data, executed, stderr, meta.worker if executed else "", queued), ""
 
-    def publish(self, job: Job, obj: bytes) -> None:
-        """Share a locally compiled object through the action cache (in the background)."""
+    def publish(self, job: Job, obj: bytes, printed: str = "") -> None:
+        """Share a locally compiled object, and what its compile printed, through the action
+        cache (in the background)."""
         a = self.actions.get(job.output)
         if a is None or self.down or not self.client.can_update:  # a read-only cache for this client
             return
-        self._publishing.append(self._executor().submit(self._publish, a, obj))
+        self._publishing.append(self._executor().submit(self._publish, a, obj, printed))
 
-    def _publish(self, a: action.BackendAction, obj: bytes) -> bool:
+    def _publish(self, a: action.BackendAction, obj: bytes, printed: str) -> bool:
         if self.down:
             return False
         out = key_of(obj)
+        blobs = {out: obj}
         result = protos.ActionResult(exit_code=0)
         result.output_files.add(path=action.OUTPUT, digest=digest_message(out))
-        return self._share(a, result, {out: obj})
+        stderr = printed.encode("utf-8", "surrogateescape")
+        if len(stderr) <= INLINE_STDERR:
+            result.stderr_raw = stderr
+        else:  # a long one (remarks) as a blob of its own: an action result has a size limit
+            key = key_of(stderr)
+            blobs[key] = stderr
+            result.stderr_digest.CopyFrom(digest_message(key))
+        return self._share(a, result, blobs)
 
     def _share(self, a: action.BackendAction, result, blobs: dict[Key, bytes] | None = None) -> bool:
         """Put `result` in the action cache under `a`'s identity, after its blobs and the identity's own."""

@@ -71,6 +71,13 @@ def link_options(cmd: LinkCommand) -> list[str]:
     return opts
 
 
+# The link's remark options (-plugin-opt=-pass-remarks=inline, as clang's -Rpass=inline passes
+# them) -> the backend clang's spelling: a compile of IR prints the remarks its own -R options
+# select (lld prints those the LLVM options select).
+REMARKS = {"-pass-remarks": "-Rpass", "-pass-remarks-missed": "-Rpass-missed",
+           "-pass-remarks-analysis": "-Rpass-analysis"}
+
+
 def forced_options(cmd: LinkCommand) -> list[str]:
     opts: list[str] = []
     if not cmd.relocatable:
@@ -79,6 +86,9 @@ def forced_options(cmd: LinkCommand) -> list[str]:
         opts += ["-Xclang", "-target-feature", "-Xclang", attr]
     for m in cmd.lto.mllvm:
         opts += ["-mllvm", m]
+        name, eq, pattern = m.partition("=")
+        if eq and name in REMARKS:  # clang prints the remarks its -R options ask for, not LLVM's
+            opts.append(f"{REMARKS[name]}={pattern}")
     if cmd.lto.sample_profile:
         opts.append(f"-fprofile-sample-use={os.path.abspath(cmd.lto.sample_profile)}")
     return opts

@@ -16,6 +16,7 @@ part of what a cached thin-link or link depends on.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,16 +40,22 @@ class Module:
     record_key: str = ""  # optrecords.record_key of the bytes: finds the compile's options
     split: bool = False  # a split LTO unit: a ThinLTO module and a regular-LTO one (bitcode.module_count)
     new: bool = False  # its bytes were not in the store at its position: no backend object of it can be cached
+    name: str = ""  # as in-process lld names it in diagnostics: 'a.o' or 'liblua.a(lapi.o at 1234)'
+
+    @property
+    def lld_name(self) -> str:
+        return self.name or self.origin
 
     @classmethod
-    def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None, new: bool = False) -> Module:
+    def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None, new: bool = False,
+           name: str = "") -> Module:
         """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
         try:
             split = module_count(data) > 1
         except BadBitcode:  # lld will say what is wrong with it (the thin-link fails)
             split = False
         return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
-                   split, new)
+                   split, new, name)
 
 
 @dataclass(frozen=True)
@@ -115,9 +122,9 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     others: list[str] = []
     scripts: list[Arg] = []
 
-    def module(data: bytes, origin: str, container: bytes | None = None) -> Module:
+    def module(data: bytes, origin: str, container: bytes | None = None, name: str = "") -> Module:
         stored, new = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, stored, origin, container, new)
+        m = Module.of(data, stored, origin, container, new, name)
         modules.append(m)
         return m
 
@@ -145,10 +152,11 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
             for m in archive.read_members(path):
                 data = m.read()
                 origin = f"{path}({m.name})"
+                name = f"{path}({os.path.basename(m.name)} at {m.offset})"  # lld's BitcodeFile
                 if is_bitcode(data[:4]):
-                    expanded.append(module(data, origin))
+                    expanded.append(module(data, origin, name=name))
                 elif fat and (bitcode := fat_bitcode(data, origin)) is not None:
-                    expanded.append(module(bitcode, origin, container=data))
+                    expanded.append(module(bitcode, origin, container=data, name=name))
                 else:
                     expanded.append(cache.store_module(digest_bytes(data), data, ".native.o")[0])
             wrap = not arg.whole_archive and not arg.lazy
