@@ -196,7 +196,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
             executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
-    printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command)
+    printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, int(facts["release"].split(".")[0]))
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
     if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
@@ -228,7 +228,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
 
 
 def _backend_diagnostics(printed: list[tuple[Module, str]], link_plan: LinkPlan, ld: str,
-                         command: cmdline.LinkCommand) -> Printed:
+                         command: cmdline.LinkCommand, lld_major: int) -> Printed:
     """What the backends printed, as in-process lld would print it (stages/diagnostics.py)."""
     from .stages import diagnostics
 
@@ -236,5 +236,5 @@ def _backend_diagnostics(printed: list[tuple[Module, str]], link_plan: LinkPlan,
     for m in link_plan.modules:
         names.setdefault(m.digest, m.lld_name)
     policy = diagnostics.Policy(os.path.basename(ld).removesuffix(".exe"), command.fatal_warnings,
-                                command.no_warnings, command.error_limit)
+                                command.no_warnings, command.error_limit, lld_major)
     return diagnostics.render([(m.lld_name, text) for m, text in printed], names, policy)

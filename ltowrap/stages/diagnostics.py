@@ -47,7 +47,7 @@ _GENERATED = re.compile(r"\d+ (?:warnings?|errors?)(?: and \d+ errors?)? generat
 _INLINE_ASM_FOLLOWUP = re.compile(r"(?:warning|error|note|remark): cannot compile inline asm(?: \[-W[^\]]*\])?\n?$")
 _LINKING = re.compile(r"linking module '[^']*': ", re.S)
 
-TOO_MANY_ERRORS = "too many errors emitted, stopping now (use --error-limit=0 to see all errors)"
+TOO_MANY_ERRORS = "too many errors emitted, stopping now (use {}=0 to see all errors)"
 
 
 def canonical(text: str, store_prefix: str) -> str:
@@ -118,6 +118,7 @@ class Policy:
     fatal_warnings: bool = False
     no_warnings: bool = False
     error_limit: int = 20  # 0: no limit
+    lld_major: int = 22  # lld 13 and 14 spell the option -error-limit when they stop at the limit
 
 
 @dataclass
@@ -167,7 +168,8 @@ def _report(printed: Printed, policy: Policy, d: Diagnostic, module: str) -> Non
             kind = "error"
     if kind == "error":
         if policy.error_limit and printed.errors >= policy.error_limit:
-            printed._err.append(f"{printed.separator}{policy.log_name}: error: {TOO_MANY_ERRORS}\n")
+            option = "-error-limit" if policy.lld_major < 15 else "--error-limit"
+            printed._err.append(f"{printed.separator}{policy.log_name}: error: {TOO_MANY_ERRORS.format(option)}\n")
             printed.errors += 1
             printed.stopped = True
             return
