@@ -197,6 +197,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
+    if rc == 0:  # the depfile and map it wrote name the inputs, as in-process lld's do (before the memo stores them)
+        finallink.name_outputs(final, link_plan, result, workdir, run.cache.root)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
     for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
