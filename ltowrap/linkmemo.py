@@ -19,8 +19,8 @@ the modules in the store, and every file it reads by name the final link reads t
 ltowrap's own files (the cache, the link's work directory) are left out: they are made
 from those.
 
-Only links whose every output is known are memoised: `-o` and `-Map` (of lldopts'
-`writes` rows); a link that writes anything else is distributed every time, counted
+Only links whose every output is known are memoised: `-o`, `-Map` and `--dependency-file`
+(lldopts' `writes=stored` rows, stored as finallink.name_outputs rewrote them); a link that writes anything else is distributed every time, counted
 (link_unmemoised), so no output is ever left stale. A file changed while the link ran
 makes it unmemoised too: its manifest could name contents the link never saw.
 """

@@ -209,6 +209,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, result, workdir)
+    if rc == 0:  # the depfile and map it wrote name the inputs, as in-process lld's do (before the memo stores them)
+        finallink.name_outputs(final, link_plan, result, workdir, run.cache.root)
     out, err = printed.stdout.encode("utf-8", "surrogateescape") + out, diagnostics.joined(printed, err)
     t3 = time.time()
     run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
@@ -234,7 +236,7 @@ def _backend_diagnostics(printed: list[tuple[Module, str]], link_plan: LinkPlan,
 
     names: dict[str, str] = {}
     for m in link_plan.modules:
-        names.setdefault(m.digest, m.lld_name)
+        names.setdefault(m.digest, m.lld_id)
     policy = diagnostics.Policy(os.path.basename(ld).removesuffix(".exe"), command.fatal_warnings,
                                 command.no_warnings, command.error_limit, lld_major)
-    return diagnostics.render([(m.lld_name, text) for m, text in printed], names, policy)
+    return diagnostics.render([(m.lld_id, text) for m, text in printed], names, policy)

@@ -38,7 +38,7 @@ class Member:
     # Regular archives: the member's bytes. Thin archives: None, read `path` instead.
     data: bytes | None
     path: str | None = None
-    offset: int = 0  # of its header in the archive: lld names a member's module `archive(name at offset)`
+    offset: int = 0  # where its header starts in the archive: lld names a bitcode member `a.a(m.o at OFFSET)`
 
     def read(self) -> bytes:
         if self.data is not None:
@@ -69,7 +69,7 @@ def read_members(path: str) -> list[Member]:
         if blob[pos : pos + 1] == b"\n":  # some writers pad with an extra newline
             pos += 1
             continue
-        offset = pos
+        header_at = pos
         name_field, size = _header(path, blob[pos : pos + _HEADER], pos)
         raw_name = name_field.decode("latin-1")
         data_start = pos + _HEADER
@@ -90,9 +90,9 @@ def read_members(path: str) -> list[Member]:
             continue
         if thin:
             member_path = name if os.path.isabs(name) else os.path.join(base, name)
-            members.append(Member(name=name, data=None, path=member_path, offset=offset))
+            members.append(Member(name=name, data=None, path=member_path, offset=header_at))
         else:
-            members.append(Member(name=name, data=data, offset=offset))
+            members.append(Member(name=name, data=data, offset=header_at))
     return members
 
 

@@ -79,7 +79,7 @@ value     --  default-script                        reads role=script
 separate  -   dT                                    reads role=script
 value     *   defsym
 flag      *   demangle no-demangle
-value     --  dependency-file                       writes
+value     --  dependency-file                       writes=stored
 flag      --  dependent-libraries no-dependent-libraries
 flag      *   disable-new-dtags enable-new-dtags discard-all discard-locals discard-none
 flag      -   x X q

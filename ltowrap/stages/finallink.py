@@ -2,15 +2,18 @@
 
 Archives stay archives in spirit (--start-lib groups), so link order and laziness are
 those of the original link. Messages naming our temporary objects are rewritten to name
-the input the user gave, so a link error reads as it would without ltowrap.
+the input the user gave, so a link error reads as it would without ltowrap; the files the
+link writes that name its inputs (`--dependency-file`, `-Map`) are rewritten to name them as
+in-process lld does (name_outputs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
-from .. import proc
-from ..formats import elf
+from .. import fsutil, proc
+from ..formats import depfile, elf
 from .plan import LinkPlan, Module
 from .thinlink import ThinLinkResult
 
@@ -114,3 +117,142 @@ def user_error(stderr: bytes, plan: LinkPlan, nm: str) -> bool:
         return False
     defined = set(out.decode("utf-8", "replace").split())
     return not any(n.split("@", 1)[0] in defined for n in names)
+
+
+# From this lld release on, in-process ThinLTO names each native object after its module, in a
+# map and wherever lld names an input (`prog.lto.main.o`, `d/prog.lto.lib.a(m.o at 88).o`), and
+# the regular-LTO one `prog.lto.o`; before it, every one is `lto.tmp`. (13-16 print lto.tmp,
+# 19 and 22 the new names; 17 and 18 are taken to be as 19, unchecked.)
+LTO_NAMES_SINCE = 18
+
+
+def lto_object_name(lld_major: int, output: str, lld_id: str) -> str:
+    """What in-process lld `lld_major` calls the object compiled from the module it names
+    `lld_id` (plan.Module.lld_id), for the link writing `output`: lld's LTO.cpp, beside the
+    bitcode, the output's file name, `.lto.`, then the member's name (an archive member)
+    or the file's stem, `.o`, with `.`/`..` components folded."""
+    if lld_major < LTO_NAMES_SINCE:
+        return "lto.tmp"
+    directory, base = os.path.split(lld_id)
+    if not lld_id.endswith(")"):
+        base = os.path.splitext(base)[0]
+    name = os.path.basename(output) + ".lto." + base + ".o"
+    return depfile.normal(os.path.join(directory, name)) if directory else name
+
+
+def regular_lto_name(lld_major: int, output: str) -> str:
+    """What in-process lld calls the regular-LTO object (the first task's, `ld-temp.o`)."""
+    return "lto.tmp" if lld_major < LTO_NAMES_SINCE else output + ".lto.o"
+
+
+def _last_value(argv: list[str], name: str) -> str | None:
+    """The last value of the option `name` on an ld.lld line (-name=V, --name=V, -name V, --name V):
+    the one lld takes."""
+    value = None
+    for i, a in enumerate(argv):
+        bare = a[2:] if a.startswith("--") else a[1:] if a.startswith("-") else None
+        if bare == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif bare is not None and bare.startswith(name + "="):
+            value = bare[len(name) + 1 :]
+    return value
+
+
+def _written(plan: LinkPlan, name: str) -> str | None:
+    """Where the user's link writes the file of option `name` (its last value), if it asks."""
+    values = [v for o, v in plan.command.written if name in o.names and v]
+    return values[-1] if values else None
+
+
+def name_outputs(final: list[str], plan: LinkPlan, result: ThinLinkResult, workdir: str, cache_root: str) -> None:
+    """The user's `--dependency-file` and `-Map`, as the final link `final` wrote them, rewritten
+    to name what in-process lld names: the inputs the command named, never ltowrap's objects.
+
+    Depfile: each module's object (and the store's copy of an archive's native member) gives
+    way to the input it came from (the bitcode file, the archive), in lld's order, once; the
+    objects ltowrap adds (regular-LTO, extractions.o) are left out; an input whose objects the
+    final link did not read (lazy bitcode no one pulled in) is listed where lld read it. When
+    the link memo made the final link write its list into the work directory, that list is
+    the one read. Map: each object is named as in-process names it (lto_object_name, and
+    `lib.a(m.o)` for a native member), so the map is the same on every build."""
+    wanted = _written(plan, "dependency-file")
+    written = _last_value(final, "dependency-file")
+    if wanted and written:
+        listed = depfile.read(written)
+        if listed is not None:
+            ours = tuple(os.path.abspath(d) + os.sep for d in (cache_root, workdir))
+            depfile.write(wanted, plan.command.output, _inputs(plan, result, listed, ours))
+    map_file = _written(plan, "Map")
+    if map_file and map_file != "-":
+        _rename_map(map_file, plan, result, workdir, cache_root)
+
+
+def _inputs(plan: LinkPlan, result: ThinLinkResult, listed: list[str], ours: tuple[str, ...]) -> list[str]:
+    """lld's list of the final link, `listed`, with ltowrap's files (under `ours`) replaced by
+    the inputs of `plan` they stand for."""
+    natives = {j.module.path: j.output for j in result.jobs}
+    piece_of: dict[str, int] = {}  # one of our files (as lld prints it) -> the piece it came from
+    plain_at: dict[str, int] = {}  # an input left as it was -> its piece
+    rewritten: list[int] = []
+    for i, p in enumerate(plan.pieces):
+        if p.arg.input is None:
+            continue
+        if not p.rewritten:
+            plain_at.setdefault(depfile.normal(p.arg.input), i)
+            continue
+        rewritten.append(i)
+        for m in p.members:
+            path = natives.get(m.path) if isinstance(m, Module) else m
+            if path:
+                piece_of.setdefault(depfile.normal(path), i)
+    out: list[str] = []
+    done: set[int] = set()
+
+    def add(name: str) -> None:
+        if name not in out:
+            out.append(name)
+
+    def up_to(k: int) -> None:  # the rewritten pieces before piece k that have not appeared
+        for i in rewritten:
+            if i < k and i not in done:
+                done.add(i)
+                add(depfile.normal(plan.pieces[i].arg.input or ""))
+
+    for path in listed:
+        k = piece_of.get(path)
+        if k is not None:
+            up_to(k + 1)  # piece k's input, after any before it lld read nothing of ours for
+            continue
+        if os.path.abspath(path).startswith(ours):
+            continue  # extractions.o, the regular-LTO object: ltowrap's own
+        k = plain_at.get(path)
+        if k is not None:
+            up_to(k)
+        add(path)
+    up_to(len(plan.pieces))
+    return out
+
+
+def _rename_map(path: str, plan: LinkPlan, result: ThinLinkResult, workdir: str, cache_root: str) -> None:
+    """Rewrite the map at `path`: every object of ours named as in-process lld names it."""
+    names: dict[str, str] = {}
+    output, major = plan.command.output, plan.lld_major
+    for j in result.jobs:
+        names[j.output] = lto_object_name(major, output, j.module.lld_id)
+    if result.full_lto_object:
+        names[result.full_lto_object] = regular_lto_name(major, output)
+    for p in plan.pieces:
+        for m, name in zip(p.members, p.names):
+            if name and isinstance(m, str):
+                names.setdefault(m, name)
+    try:
+        text = fsutil.read_bytes(path).decode("utf-8", "surrogateescape")
+    except OSError:
+        return
+    # Our paths, found by where they live (a map may be large: one pass, not one per object).
+    dirs = {d.rstrip("/") for d in (workdir, cache_root, os.path.abspath(workdir), os.path.abspath(cache_root))}
+    roots = "|".join(re.escape(d) for d in sorted(dirs, key=len, reverse=True))
+    pattern = re.compile(f"(?:{roots})/[^\n:]*")
+    renamed = pattern.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+    if renamed != text:
+        fsutil.atomic_write(path, renamed.encode("utf-8", "surrogateescape"), mode=0o666, create_dirs=False)

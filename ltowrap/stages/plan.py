@@ -40,22 +40,19 @@ class Module:
     record_key: str = ""  # optrecords.record_key of the bytes: finds the compile's options
     split: bool = False  # a split LTO unit: a ThinLTO module and a regular-LTO one (bitcode.module_count)
     new: bool = False  # its bytes were not in the store at its position: no backend object of it can be cached
-    name: str = ""  # as in-process lld names it in diagnostics: 'a.o' or 'liblua.a(lapi.o at 1234)'
-
-    @property
-    def lld_name(self) -> str:
-        return self.name or self.origin
+    lld_id: str = ""  # what in-process lld calls it: the path as given, or 'd/lib.a(m.o at 88)' (finallink.lto_object_name)
 
     @classmethod
     def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None, new: bool = False,
-           name: str = "") -> Module:
-        """container: the FatLTO object the bitcode came from, whose bytes the record is under."""
+           lld_id: str = "") -> Module:
+        """container: the FatLTO object the bitcode came from, whose bytes the record is under;
+        lld_id: the module's name in in-process lld (default: origin)."""
         try:
             split = module_count(data) > 1
         except BadBitcode:  # lld will say what is wrong with it (the thin-link fails)
             split = False
         return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
-                   split, new, name)
+                   split, new, lld_id or origin)
 
 
 @dataclass(frozen=True)
@@ -66,6 +63,7 @@ class Piece:
     members: tuple[Module | str, ...] = ()  # bitcode modules and native member files, in order
     rewritten: bool = False
     wrap_lib: bool = False  # an archive outside --whole-archive: keep its laziness
+    names: tuple[str, ...] = ()  # per member: how lld names a native member ('lib.a(m.o)'), '' for a module
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,7 @@ class LinkPlan:
     modules: tuple[Module, ...]
     other_inputs: tuple[str, ...]  # input files left as they are (native, shared, scripts)
     scripts: ldscript.ScriptReads  # what linker scripts make lld read (files besides other_inputs), and probe
+    lld_major: int = 0  # the linker's major release (what it names LTO objects in a map: finallink)
 
     def by_path(self) -> dict[str, Module]:
         return {m.path: m for m in self.modules}
@@ -122,9 +121,9 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     others: list[str] = []
     scripts: list[Arg] = []
 
-    def module(data: bytes, origin: str, container: bytes | None = None, name: str = "") -> Module:
+    def module(data: bytes, origin: str, container: bytes | None = None, lld_id: str = "") -> Module:
         stored, new = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, stored, origin, container, new, name)
+        m = Module.of(data, stored, origin, container, new, lld_id)
         modules.append(m)
         return m
 
@@ -149,18 +148,23 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
                 pieces.append(Piece(arg))
                 continue
             expanded: list[Module | str] = []
+            names: list[str] = []
             for m in archive.read_members(path):
                 data = m.read()
                 origin = f"{path}({m.name})"
-                name = f"{path}({os.path.basename(m.name)} at {m.offset})"  # lld's BitcodeFile
+                # lld's names: a bitcode member's module, and a native member in a map (toString(InputFile))
+                lld_id = f"{path}({os.path.basename(m.name)} at {m.offset})"
                 if is_bitcode(data[:4]):
-                    expanded.append(module(data, origin, name=name))
+                    expanded.append(module(data, origin, lld_id=lld_id))
+                    names.append("")
                 elif fat and (bitcode := fat_bitcode(data, origin)) is not None:
-                    expanded.append(module(bitcode, origin, container=data, name=name))
+                    expanded.append(module(bitcode, origin, container=data, lld_id=lld_id))
+                    names.append("")
                 else:
                     expanded.append(cache.store_module(digest_bytes(data), data, ".native.o")[0])
+                    names.append(f"{path}({os.path.basename(m.name)})")
             wrap = not arg.whole_archive and not arg.lazy
-            pieces.append(Piece(arg, tuple(expanded), rewritten=True, wrap_lib=wrap))
+            pieces.append(Piece(arg, tuple(expanded), rewritten=True, wrap_lib=wrap, names=tuple(names)))
         else:
             others.append(path)
             pieces.append(Piece(arg))
@@ -168,7 +172,8 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
                 scripts.append(arg)
     if not modules:
         raise Unsupported(Reason.NO_BITCODE)
-    return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others), script_reads(command, scripts, lld_major))
+    return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others), script_reads(command, scripts, lld_major),
+                    lld_major)
 
 
 def script_reads(command: LinkCommand, inputs: list[Arg], lld_major: int) -> ldscript.ScriptReads:
