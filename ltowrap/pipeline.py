@@ -208,7 +208,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         return 1
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
-    rc, out, err = finallink.run(final, result, workdir)
+    rc, out, err = finallink.run(final, link_plan, result, workdir)
     if rc == 0:  # the depfile and map it wrote name the inputs, as in-process lld's do (before the memo stores them)
         finallink.name_outputs(final, link_plan, result, workdir, run.cache.root)
     out, err = printed.stdout.encode("utf-8", "surrogateescape") + out, diagnostics.joined(printed, err)

@@ -96,11 +96,25 @@ def link_args(case: Case, tc: Toolchain) -> list[str]:
 
 
 def seen(done: subprocess.CompletedProcess[str]) -> Seen:
-    # lld's `>>> referenced by` lines name the objects of the final link: in-process names
-    # its LTO objects after the output (`prog.lto.main.o`, from lld 15 on), which the final
-    # link's objects here are not yet (the link's other outputs' issue): left out.
-    stderr = "".join(line for line in done.stderr.splitlines(keepends=True) if not line.startswith(">>> "))
-    return Seen(done.returncode, done.stdout, stderr)
+    return Seen(done.returncode, done.stdout, _references_sorted(done.stderr))
+
+
+def _references_sorted(stderr: str) -> str:
+    """lld's `>>> referenced by` pairs under an undefined symbol, sorted: lld lists them in the
+    order of the objects it links, and in-process lld puts its LTO objects after every other
+    input, where the final link here keeps each in its module's place (their names are
+    in-process lld's: finallink.object_names)."""
+    out: list[str] = []
+    refs: list[str] = []
+    for line in stderr.splitlines(keepends=True):
+        if line.startswith(">>> referenced by "):
+            refs.append(line)
+        elif line.startswith(">>> ") and refs:
+            refs[-1] += line
+        else:
+            out += sorted(refs) + [line]
+            refs = []
+    return "".join(out + sorted(refs))
 
 
 def in_process(case: Case, project: Path, tc: Toolchain) -> Seen:

@@ -67,15 +67,16 @@ def quote(arg: str) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def run(cmd: list[str], result: ThinLinkResult, workdir: str) -> tuple[int, bytes, bytes]:
-    """Run the final link; its exit code and output, with our object paths renamed."""
+def run(cmd: list[str], plan: LinkPlan, result: ThinLinkResult, workdir: str) -> tuple[int, bytes, bytes]:
+    """Run the final link; its exit code and output, each object of ours named as in-process
+    lld names it (object_names)."""
     if sum(len(a) + 1 for a in cmd) > RESPONSE_FILE_THRESHOLD:
         rsp = f"{workdir}/final.rsp"
         with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write("\n".join(quote(a) for a in cmd[1:]))
         cmd = [cmd[0], "@" + rsp]
     rc, out, err = proc.capture(cmd)
-    names = {j.output: j.module.origin for j in result.jobs}
+    names = object_names(plan, result)
     return rc, _rename(out, names), _rename(err, names)
 
 
@@ -233,8 +234,9 @@ def _inputs(plan: LinkPlan, result: ThinLinkResult, listed: list[str], ours: tup
     return out
 
 
-def _rename_map(path: str, plan: LinkPlan, result: ThinLinkResult, workdir: str, cache_root: str) -> None:
-    """Rewrite the map at `path`: every object of ours named as in-process lld names it."""
+def object_names(plan: LinkPlan, result: ThinLinkResult) -> dict[str, str]:
+    """Each object of ours in the final link -> what in-process lld calls it: the native objects
+    of the modules, the regular-LTO object, the native members of archives."""
     names: dict[str, str] = {}
     output, major = plan.command.output, plan.lld_major
     for j in result.jobs:
@@ -245,6 +247,12 @@ def _rename_map(path: str, plan: LinkPlan, result: ThinLinkResult, workdir: str,
         for m, name in zip(p.members, p.names):
             if name and isinstance(m, str):
                 names.setdefault(m, name)
+    return names
+
+
+def _rename_map(path: str, plan: LinkPlan, result: ThinLinkResult, workdir: str, cache_root: str) -> None:
+    """Rewrite the map at `path`: every object of ours named as in-process lld names it."""
+    names = object_names(plan, result)
     try:
         text = fsutil.read_bytes(path).decode("utf-8", "surrogateescape")
     except OSError:
