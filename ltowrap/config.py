@@ -198,6 +198,10 @@ class Settings:
     lto = Setting("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld")
     backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's",
                            output=True)
+    sections = Setting("link", _choice("link", "module"),
+                       "backend sections: 'link', -ffunction-sections -fdata-sections for every module, as in-process "
+                       "lld gives them (the same code); 'module', each module's own, as the kernel's distributed ThinLTO "
+                       "does (fewer sections, a faster final link)", output=True)
     memo = Setting(True, parse_bool, "restore a whole link from the cache when nothing it read changed (the link memo)")
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
     clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)",
@@ -207,7 +211,7 @@ class Settings:
                      "a restored link relinked) and comparing bytes; a mismatch takes the fresh result and replaces "
                      "the entry (0 = none, 1 = every hit)")
     debug = Setting(False, parse_bool, "write what was hashed for each backend compile beside the cache entry")
-    verbose = Setting(False, parse_bool, "print backend compiles' warnings as they come, the output of a failed step, "
+    verbose = Setting(False, parse_bool, "print the backend clangs' own output as it comes, the output of a failed step, "
                       "and why make's jobserver was not used")
     progress = Setting("auto", _choice("auto", "0", "1"), "progress line on a terminal")
     remote = Setting("", _remote_url, "REAPI service for backend compiles: grpc://host:port or grpcs://host:port")

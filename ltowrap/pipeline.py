@@ -193,7 +193,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         run.record.thinlink_uncached = scripts.unknown or result.uncached or None
         t1 = time.time()
         run.record.thinlink_cached = result.cached
-        with run.executor(LinkBackend(clang, command), clang, digest_of, command.output, len(result.jobs)) as executor:
+        with run.executor(LinkBackend(clang, command, run.settings.sections), clang, digest_of, command.output, len(result.jobs)) as executor:
             executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
     printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, int(facts["release"].split(".")[0]))

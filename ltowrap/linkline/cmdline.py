@@ -63,6 +63,7 @@ class LinkCommand:
     fatal_warnings: bool = False  # --fatal-warnings (the last of it and --no-fatal-warnings)
     no_warnings: bool = False  # --no-warnings, -w
     error_limit: int = 20  # --error-limit (0: none); lld's default
+    orders_sections: bool = False  # an option that orders sections (--symbol-ordering-file, ...): it needs one a function
 
     def inputs(self) -> list[Arg]:
         return [a for a in self.args if a.input is not None]
@@ -125,6 +126,7 @@ class _Reader:
     fatal_warnings: bool = False
     no_warnings: bool = False
     error_limit: int = 20
+    orders_sections: bool = False
 
     def input(self, tokens: tuple[str, ...]) -> None:
         self.args.append(Arg(tokens, input=tokens[0], static=self.static, whole_archive=self.whole, lazy=self.lazy))
@@ -174,6 +176,8 @@ class _Reader:
             self.fatal_warnings = role == "fatal-warnings"
         elif role == "no-warnings":
             self.no_warnings = True
+        elif role == "section-order":
+            self.orders_sections = True
         elif value is None:
             return
         elif role == "output":
@@ -212,6 +216,7 @@ class _Reader:
             fatal_warnings=self.fatal_warnings,
             no_warnings=self.no_warnings,
             error_limit=self.error_limit,
+            orders_sections=self.orders_sections,
         )
 
 

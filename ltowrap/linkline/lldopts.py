@@ -37,7 +37,7 @@ ROLES = frozenset("""
     output library library-path sysroot whole-archive no-whole-archive start-lib end-lib group
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
     sample-profile fat-lto-objects no-fat-lto-objects script nostdlib emulation
-    fatal-warnings no-fatal-warnings no-warnings error-limit
+    fatal-warnings no-fatal-warnings no-warnings error-limit section-order
 """.split())
 
 TABLE = """
@@ -57,11 +57,11 @@ flag      *   Bdynamic dy call_shared               role=dynamic
 flag      *   Bstatic static dn non_shared          role=static
 flag      *   be8 Bno-symbolic Bsymbolic Bsymbolic-functions Bsymbolic-non-weak Bsymbolic-non-weak-functions
 flag      --  bp-compression-sort-startup-functions no-bp-compression-sort-startup-functions
-joined    --  bp-compression-sort bp-startup-sort
+joined    --  bp-compression-sort bp-startup-sort      role=section-order
 flag      --  branch-to-branch no-branch-to-branch
 flag      *   Bshareable shared                     role=shared
 optional  *   build-id                              varies=uuid
-value     *   call-graph-ordering-file              reads
+value     *   call-graph-ordering-file              reads role=section-order
 optional  --  call-graph-profile-sort
 flag      --  no-call-graph-profile-sort
 flag      *   check-sections no-check-sections
@@ -220,7 +220,7 @@ value     --  shuffle-sections
 value     *   sort-section
 value     *   split-stack-adjust-size
 flag      *   strip-all strip-debug
-value     --  symbol-ordering-file                  reads
+value     --  symbol-ordering-file                  reads role=section-order
 value     *   sysroot                               role=sysroot
 flag      *   target1-abs target1-rel
 value     *   target2

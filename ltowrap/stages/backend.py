@@ -63,11 +63,16 @@ def cpu_option(cpu: str, target: str) -> str:
     return f"-march={cpu}" if any(t in target for t in MARCH_TARGETS) else f"-mcpu={cpu}"
 
 
-def link_options(cmd: LinkCommand) -> list[str]:
+def link_options(cmd: LinkCommand, sections: str = "link") -> list[str]:
+    """The link's codegen options. Function and data sections: in-process lld gives every
+    backend both; with `sections = module` each module keeps what it was compiled with, but a
+    link that orders sections (--symbol-ordering-file, ...) still gets them, since it orders
+    nothing without them."""
     opts = [f"-O{cmd.lto.opt_level or '2'}"]
     if cmd.lto.cpu:
         opts.append(cpu_option(cmd.lto.cpu, cmd.emulation))
-    opts += ["-ffunction-sections", "-fdata-sections"]
+    if sections == "link" or cmd.orders_sections:
+        opts += ["-ffunction-sections", "-fdata-sections"]
     return opts
 
 
@@ -154,12 +159,13 @@ class LinkBackend:
 
     clang: str
     command: LinkCommand
+    sections: str = "link"  # config.Settings.sections
 
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
         return [
             self.clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
             "-Wno-unused-command-line-argument",
-            *link_options(self.command),
+            *link_options(self.command, self.sections),
             *(recorded or []),
             *forced_options(self.command),
         ]

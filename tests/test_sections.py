@@ -1,0 +1,56 @@
+"""The backends' sections (config `sections`): `link` gives every module function and data
+sections, as in-process lld does; `module` keeps each module's own, as the kernel's distributed
+ThinLTO does, except where the link orders sections.
+
+Seen through a relocatable link (`-r`), which keeps its inputs' sections apart by name.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from helpers import Toolchain, links, ltowrap_env, run, wrapper, write
+
+A_C = "int helper(int x) { return x * 3 + 1; }\nint table[64] = {1};\n"
+B_C = "int helper(int);\nextern int table[64];\nint entry(int x) { return helper(x) + table[x & 63]; }\n"
+
+
+def sections(tc: Toolchain, obj: Path) -> set[str]:
+    out = run([str(tc.bindir / "llvm-readelf"), "-S", "-W", str(obj)], obj.parent).stdout
+    return {m.group(1) for m in re.finditer(r"\]\s+(\.\S+)", out)}
+
+
+def compiled(project: Path, tc: Toolchain, *flags: str) -> None:
+    write(project / "a.c", A_C)
+    write(project / "b.c", B_C)
+    for src in ("a.c", "b.c"):
+        run([tc.clang, "-O2", *flags, "-c", src], project)
+
+
+def relocatable(project: Path, tc: Toolchain, out: str, *extra: str, **settings: str) -> set[str]:
+    run([wrapper("ltowrap-ld.lld"), "-r", "a.o", "b.o", "-o", out, *extra], project,
+        env=ltowrap_env(tc, LTOWRAP_REAL_LD=tc.lld, **settings))
+    return sections(tc, project / out)
+
+
+def test_module_sections_are_the_non_lto_layout_and_link_sections_in_process(project, tmp_path, tc):
+    compiled(project, tc)
+    run([tc.lld, "-r", "a.o", "b.o", "-o", "plain.o"], project)
+    plain = sections(tc, project / "plain.o")
+    compiled(project, tc, "-flto=thin")
+    run([tc.lld, "-r", "a.o", "b.o", "-o", "inproc.o"], project)
+    in_process = sections(tc, project / "inproc.o")
+    assert {".text.helper", ".text.entry"} <= in_process  # in-process lld: a section a function
+
+    assert relocatable(project, tc, "link.o") == in_process
+    module = relocatable(project, tc, "module.o", LTOWRAP_SECTIONS="module")
+    assert module == plain and ".text.helper" not in module
+    assert [r["decision"] for r in links(tmp_path)] == ["distributed", "distributed"]  # the setting is in the memo key
+
+
+def test_a_link_that_orders_sections_gets_them_with_module(project, tmp_path, tc22):
+    compiled(project, tc22, "-flto=thin")
+    write(project / "order.txt", "entry\nhelper\n")
+    got = relocatable(project, tc22, "ordered.o", "--symbol-ordering-file=order.txt", LTOWRAP_SECTIONS="module")
+    assert {".text.helper", ".text.entry"} <= got
