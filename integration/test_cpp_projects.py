@@ -206,7 +206,8 @@ def build_project(name: str, variant: str, src: Path, work: Path) -> Built:
     """Configure and build through ltowrap, run the project's tests, keep copies of what it linked."""
     project = PROJECTS[name]
     env = clean_env() | {"LTOWRAP_CACHE_DIR": str(work / "ltowrap-cache"), "LTOWRAP_JOBS": "2",
-                         "LTOWRAP_CONFIG": str(work / "no-config.toml"), "LTOWRAP_CLANG": str(LLVM / "clang")}
+                         "LTOWRAP_CONFIG": str(work / "no-config.toml"), "LTOWRAP_CLANG": str(LLVM / "clang"),
+                         "LTOWRAP_SMALL_LINK": "0"}  # configure's one-module probes too
     built = Built(project, variant, src, work, env)
     log = work / "ltowrap.log"
     t0 = time.monotonic()

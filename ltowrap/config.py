@@ -203,6 +203,9 @@ class Settings:
                        "lld gives them (the same code); 'module', each module's own, as the kernel's distributed ThinLTO "
                        "does (fewer sections, a faster final link)", output=True)
     memo = Setting(True, parse_bool, "restore a whole link from the cache when nothing it read changed (the link memo)")
+    small_link = Setting(1, _int, "links of at most this many bitcode modules (no bitcode archive among the inputs) "
+                         "are linked by lld in-process, uncached, as without ltowrap: they have nothing to import or "
+                         "spread (0 = distribute every link)")
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
     clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)",
                     output=True)

@@ -122,6 +122,10 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
     if route is None:
         proc.exec_tool(real + args)
     ld_entry, real_ld = route
+    in_process = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
+    modules = _small_link(seen, settings)
+    if modules is not None:
+        _link_in_process(real + in_process, modules, settings)
     env = dict(os.environ)
     env[toolchain.REAL_LD] = real_ld
     clang_var = config.ROWS["clang"].env
@@ -132,7 +136,7 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         env[toolchain.DRIVER] = driver
     else:
         env.pop(toolchain.DRIVER, None)
-    with_lld = [*args, "-fuse-ld=lld", f"--ld-path={real_ld}"]
+    with_lld = in_process
     from .linkdirect import lane
 
     import time
@@ -160,6 +164,61 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         sys.exit(rc)
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
+
+
+def _small_link(args: list[str], settings: config.Settings) -> int | None:
+    """The number of bitcode modules of this driver link if it is small (settings.small_link), else None.
+
+    Counted from the command alone: each bitcode file named, each source it compiles with
+    -flto. A bitcode archive (named, or found by -l in -L directories and LIBRARY_PATH)
+    makes a link not small. Bitcode the count does not see (-Wl, inputs, the driver's own
+    library directories) only makes a link look smaller: in-process lld links it, as
+    without ltowrap, which is always sound.
+    """
+    limit = settings.small_link
+    if limit <= 0:
+        return None
+    lto = driverargs.wants_lto(args)
+    from .magic import is_archive, is_bitcode, read_head
+
+    modules = 0
+    lang = None
+    for opt, value, is_input in driverargs.walk(args):
+        if opt == "-x":
+            lang = None if value == "none" else value
+        if not is_input or opt == "-":
+            continue
+        if driverargs.is_source(opt, lang):
+            modules += lto
+            continue
+        head = read_head(opt)
+        if is_bitcode(head):
+            modules += 1
+        elif is_archive(head) and _has_bitcode([opt]):
+            return None
+        if modules > limit:
+            return None
+    if _has_bitcode(driverargs.library_archives(args, os.environ.get("LIBRARY_PATH", ""))):
+        return None
+    return modules or None  # none seen: the link line decides (bitcode from the driver's libraries, or none)
+
+
+def _link_in_process(command: list[str], modules: int, settings: config.Settings) -> NoReturn:
+    """Run a small link unchanged (lld's in-process ThinLTO, no cache of lld's): counted, and logged."""
+    from . import stats
+
+    stats.count_now(settings.cache_dir, "links_small")
+    if settings.log:
+        from . import log
+        from .errors import Reason
+
+        record = log.Record(tool=os.path.basename(command[0]), argv=command, decision="in-process",
+                            reason=Reason.SMALL_LINK.value, modules=modules,
+                            detail=f"{modules} bitcode module{'s' if modules != 1 else ''}, small_link = "
+                                   f"{settings.small_link}: nothing to import or spread")
+        record.end = record.start
+        log.append(settings.log, record)
+    proc.exec_tool(command)
 
 
 def _driver_name(clang: str, args: list[str]) -> str:

@@ -14,6 +14,7 @@ class Reason(enum.Enum):
     (`ltowrap stats --json`, fallback_reasons) and the log; `text` is what users read."""
 
     NO_BITCODE = "no_bitcode"
+    SMALL_LINK = "small_link"
     ALREADY_SPLIT = "already_split"
     UNSUPPORTED_OPTION = "unsupported_option"
     BAD_RESPONSE_FILE = "bad_response_file"
@@ -40,6 +41,7 @@ class Reason(enum.Enum):
 
 _TEXT = {
     Reason.NO_BITCODE: "no bitcode input",
+    Reason.SMALL_LINK: "too few bitcode modules to gain from distributing (the small_link setting)",
     Reason.ALREADY_SPLIT: "the link is already split (index-only or lld's DTLTO)",
     Reason.UNSUPPORTED_OPTION: "unsupported option",
     Reason.BAD_RESPONSE_FILE: "bad response file",

@@ -30,6 +30,8 @@ SHARDS = 16
 COUNTERS: tuple[tuple[str, str, str, str, str], ...] = (
     ("links_distributed", "count", "Links", "Distributed", "links done as distributed ThinLTO"),
     ("links_passthrough", "count", "Links", "Passed through (no bitcode)", "links with no bitcode input, run unchanged"),
+    ("links_small", "count", "Links", "Linked in-process: small",
+     "links of at most small_link bitcode modules, run unchanged: lld's in-process ThinLTO, uncached"),
     ("links_fallback", "count", "Links", "Fallen back",
      "commands ltowrap could not handle, run unchanged (by reason below): links, and any command a bad setting "
      "or an internal error of ltowrap's entry passed through"),
@@ -120,6 +122,13 @@ def fallback_now(cache_dir: str, reason: Reason) -> None:
     """Count one command run unchanged for `reason`, from a process that counts nothing else."""
     counts = Stats()
     counts.fallback(reason)
+    flush(cache_dir, counts)
+
+
+def count_now(cache_dir: str, name: str) -> None:
+    """Count one event of counter `name`, from a process that counts nothing else."""
+    counts = Stats()
+    counts.add(name)
     flush(cache_dir, counts)
 
 

@@ -335,9 +335,12 @@ def callers_setting(name: str) -> bool:
 
 
 def isolation(tmp: Path) -> dict[str, str]:
-    """A cache, log and (absent) config file of its own under `tmp`: never the user's."""
+    """A cache, log and (absent) config file of its own under `tmp`: never the user's. Every link
+    with bitcode is distributed (LTOWRAP_SMALL_LINK=0): the suite's programs are small on purpose,
+    to exercise distribution; tests of small links (test_small_link.py) set it themselves."""
     return {"LTOWRAP_CACHE_DIR": str(tmp / "cache"), "LTOWRAP_LOG": str(tmp / "ltowrap.log"),
-            "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
+            "LTOWRAP_CONFIG": str(tmp / "no-config.toml"), "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
+            "LTOWRAP_SMALL_LINK": "0"}
 
 
 def ltowrap_env(tc: Toolchain | None = None, **settings: str | None) -> dict[str, str]:

@@ -96,7 +96,7 @@ class Build:
         tc = toolchain(version)
         env = clean_env(**dict.fromkeys(DRIVER_ENV), PATH=f"{tc.bindir}:{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                         LLVM_BIN=str(tc.bindir), CC=wrapper("ltowrap-clang"), CXX=wrapper("ltowrap-clang++"),
-                        LTOWRAP_CONFIG=str(root / "no-config.toml"), **MODE_ENV[mode])
+                        LTOWRAP_CONFIG=str(root / "no-config.toml"), LTOWRAP_SMALL_LINK="0", **MODE_ENV[mode])
         self.env = env
         for need in case.needs:  # a command, or a file of this machine's toolchain or libc
             if not (Path(need).exists() if need.startswith("/") else shutil.which(need, path=env["PATH"])):
