@@ -36,8 +36,8 @@ keep | -O*                          | codegen   | -O1
 keep | -g*                          | codegen   | -gdwarf-4
      | the debug info the backend writes (its kind, DWARF version, compression)
 drop | -gsplit-dwarf* -gno-split-dwarf | link   | -gsplit-dwarf
-     | in-process ThinLTO splits DWARF only where the link says (-plugin-opt=dwo_dir=), which ltowrap does not
-       distribute; else full DWARF in the object
+     | in-process ThinLTO splits DWARF only where the link says (-plugin-opt=dwo_dir=), and then under
+       the names lld gives (backend.split_dwarf_options); else full DWARF in the object
 keep | -m*                          | codegen   | -mno-red-zone | target options: CPU, features, code model, ABI
 keep | -mllvm                       | codegen   | -mllvm -x86-asm-syntax=intel
      | LLVM's own options, for the backend's passes as for the compile's

@@ -45,7 +45,7 @@ class SchemaError(Exception):
 class DtltoBackend:
     common: tuple[str, ...]  # lld's: clang, -c, target and codegen options
 
-    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:
         reloc = [a for a in self.common if a in RELOC_FLAGS]
         return [*self.common, *(recorded or []), *reloc, "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output]
 

@@ -49,8 +49,8 @@ DEPFILE = "final.d"
 def outputs(command: LinkCommand) -> tuple[str, ...] | None:
     """Every file the link writes, or None when it writes one the memo does not store (lldopts'
     `writes=stored`) or one that must not be the same twice (`varies`: --build-id=uuid, where a
-    restored copy would repeat the id)."""
-    if command.varies:
+    restored copy would repeat the id), or split DWARF (the backend cache restores the .dwo files)."""
+    if command.varies or command.lto.dwo_dir:
         return None
     files = [command.output]
     for option, value in command.written:
@@ -129,6 +129,8 @@ class Memo:
         `backend_reads`: the files its backends read besides modules (sideinputs.py);
         `uncached`: why some backend was not cached. Returns why the link was not memoised."""
         if self.outputs is None:
+            if self.command.lto.dwo_dir:
+                return "it writes split DWARF (-plugin-opt=dwo_dir=), which the memo does not restore"
             return "it writes a file the memo does not model"
         if uncached:
             return self._unmemoised(f"a backend compile is not cached ({uncached[0]})")

@@ -169,7 +169,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
           memo: linkmemo.Memo | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
     from .stages import diagnostics, finallink, plan, thinlink
-    from .stages.backend import LinkBackend
+    from .stages.backend import LinkBackend, split_dwarf
 
     t = time.time()
     clang = toolchain.backend_clang(real[0], run.settings.clang)
@@ -193,8 +193,9 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         run.record.thinlink_uncached = scripts.unknown or result.uncached or None
         t1 = time.time()
         run.record.thinlink_cached = result.cached
+        jobs = split_dwarf(result.jobs, result.regular_modules, command)
         with run.executor(LinkBackend(clang, command, run.settings.sections), clang, digest_of, command.output, len(result.jobs)) as executor:
-            executor.run(list(result.jobs), {m.path: m.size for m in link_plan.modules})
+            executor.run(jobs, {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
     printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, int(facts["release"].split(".")[0]))
     backend_reads, uncached = executor.read_files(), executor.uncached()
@@ -206,6 +207,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
             run.record.span(name, start, end)
         return 1
+    finallink.write_dwo(jobs)
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, link_plan, result, workdir)

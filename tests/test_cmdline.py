@@ -512,7 +512,6 @@ def test_read_files():
         ["--lto-newpm-passes=default<O2>"],
         ["--load-pass-plugin=p.so"],
         ["--lto-basic-block-sections=all"],
-        ["-plugin-opt=dwo_dir=d"],
         ["-plugin-opt=some-unknown-option"],
         ["--reproduce=r.tar"],
         ["--format=binary"],
@@ -523,3 +522,10 @@ def test_read_files():
 def test_unsupported(argv):
     with pytest.raises(Unsupported):
         parse(["a.o", *argv, "b.o"])
+
+
+def test_split_dwarf_is_for_the_backends_only():
+    cmd = parse(["a.o", "-plugin-opt=dwo_dir=prog-dwo", "--lto-partitions=3", "b.o"])
+    assert (cmd.lto.dwo_dir, cmd.lto.partitions) == ("prog-dwo", 3)
+    assert [a.tokens for a in cmd.args if a.backends_only] == [("-plugin-opt=dwo_dir=prog-dwo",)]
+    assert parse(["a.o"]).lto.partitions == 1

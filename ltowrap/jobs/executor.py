@@ -53,7 +53,8 @@ ASK_AT_ONCE = 8
 class BackendCommand:
     """How a backend compile is spelled: backend.LinkBackend, distributor.DtltoBackend."""
 
-    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:
+        """dwo: the .dwo name the compile records, for split DWARF (backend.split_dwarf)."""
         raise NotImplementedError
 
     def unrecorded(self, module: Module) -> list[str]:
@@ -283,7 +284,7 @@ class Executor:
         if state.key is None:
             return None
         entry = self.cache.get(OBJECTS, state.key)
-        if entry is None or not entry.payload:
+        if entry is None or not entry.payload or (state.job.dwo and not isinstance(entry.meta.get("dwo"), bytes)):
             return None
         if state.verify:
             if state.expected is None:
@@ -293,6 +294,8 @@ class Executor:
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         _write(state.output, entry.payload)
+        if state.job.dwo:
+            _write(backend.dwo_output(state.output), entry.meta["dwo"])
         state.printed = str(entry.meta.get("printed", ""))
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
@@ -343,12 +346,12 @@ class Executor:
         elif recorded:
             recorded = self._accepted(state, recorded)
         state.recorded = recorded
-        state.argv = self.backend.argv(job.module.path, job.shard_path, job.output, recorded)
+        state.argv = self.backend.argv(job.module.path, job.shard_path, job.output, recorded, job.dwo)
 
     def _keyed(self, state: JobState) -> None:
         """Make the job's key (most of it the shard key, shardkey.py) and whether a hit is verified."""
         t = time.time()
-        key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded))
+        key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded, state.job.dwo))
         if key is None:
             self.cache.stats.add("backend_uncached")
         else:
@@ -452,7 +455,8 @@ class Executor:
         """May the remote service make this job? Not one with side inputs (a worker has neither
         the files nor this CPU), nor any when this clang reads config files or environment (a
         remote key names the toolchain by its version only): the log says which."""
-        why = self.res.local_only or ("it reads files or the CPU of this machine" if state.side else "")
+        why = self.res.local_only or ("it reads files or the CPU of this machine" if state.side else "") or \
+            ("it writes split DWARF, which a remote result does not carry" if state.job.dwo else "")
         if why:
             state.unserved = why
         return not why
@@ -795,6 +799,12 @@ class Executor:
         except OSError:
             obj = b""
         why = backend.unusable(rc, obj, out)
+        dwo = b""
+        if job.dwo and not why:
+            try:
+                dwo = fsutil.read_bytes(backend.dwo_output(job.output))
+            except OSError:
+                why = "wrote no .dwo"
         if why:
             self.cache.stats.add("backend_failures")
             return ToolFailed(state.argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}",
@@ -805,8 +815,11 @@ class Executor:
         if state.expected is not None:
             self._check(state, obj)
         self.cache.stats.add("backend_misses")
-        self.cache.put(OBJECTS, state.key, {"seconds": round(seconds, 4), "printed": state.printed}, obj)
-        if self.remote is not None and not state.side and not self.res.local_only:
+        meta: dict = {"seconds": round(seconds, 4), "printed": state.printed}
+        if job.dwo:  # split DWARF: the .dwo is kept with its object (a hit writes both)
+            meta["dwo"] = dwo
+        self.cache.put(OBJECTS, state.key, meta, obj)
+        if self.remote is not None and not state.side and not self.res.local_only and not job.dwo:
             self.remote.publish(job, obj, state.printed)
         return None
 

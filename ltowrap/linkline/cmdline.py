@@ -28,6 +28,8 @@ class LtoOptions:
     attrs: tuple[str, ...] = ()  # -plugin-opt=mattr=
     mllvm: tuple[str, ...] = ()  # -mllvm / -plugin-opt=-<x>
     sample_profile: str | None = None
+    dwo_dir: str | None = None  # -plugin-opt=dwo_dir=: each backend writes <dir>/<task>.dwo
+    partitions: int = 1  # --lto-partitions: regular LTO's tasks, which ThinLTO's are numbered after
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Arg:
     whole_archive: bool = False
     lazy: bool = False  # inside --start-lib ... --end-lib
     group_marker: bool = False
+    backends_only: bool = False  # an option only the backend compiles act on (dwo_dir): the thin-link and final link leave it out
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ class _Reader:
     pie: bool = False
     relocatable: bool = False
     fat: bool = False
-    lto: dict[str, str | None] = field(default_factory=lambda: {"lto-O": None, "cpu": None, "sample-profile": None})
+    lto: dict[str, str | None] = field(default_factory=lambda: {"lto-O": None, "cpu": None, "sample-profile": None,
+                                                                "dwo-dir": None, "lto-partitions": None})
     attrs: list[str] = field(default_factory=list)
     mllvm: list[str] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
@@ -141,7 +145,8 @@ class _Reader:
             self.args.append(Arg(tokens, input=found, searched=searched, static=self.static, whole_archive=self.whole,
                                  lazy=self.lazy))
             return
-        self.args.append(Arg(tokens, group_marker=role == "group"))
+        backends_only = role == "plugin-opt" and value is not None and lldopts.plugin_opt_meaning(value) == "dwo-dir"
+        self.args.append(Arg(tokens, group_marker=role == "group", backends_only=backends_only))
         if role is not None:
             self._role(role, value)
         if option is not None and option.reads and value is not None:
@@ -188,7 +193,7 @@ class _Reader:
             self.emulation = value
         elif role == "error-limit" and value.isdigit():  # anything else: lld rejects the link itself
             self.error_limit = int(value)
-        elif role in ("lto-O", "sample-profile"):
+        elif role in ("lto-O", "sample-profile", "lto-partitions"):
             self.lto[role] = value
         elif role == "mllvm":
             self.mllvm.append(value)
@@ -200,7 +205,7 @@ class _Reader:
             args=tuple(self.args),
             output=self.output,
             lto=LtoOptions(self.lto["lto-O"], self.lto["cpu"], tuple(self.attrs), tuple(self.mllvm),
-                           self.lto["sample-profile"]),
+                           self.lto["sample-profile"], self.lto["dwo-dir"], _partitions(self.lto["lto-partitions"])),
             shared=self.shared,
             pie=self.pie and not self.shared,
             relocatable=self.relocatable,
@@ -228,12 +233,17 @@ def _plugin_opt(value: str, lto: dict[str, str | None], attrs: list[str], mllvm:
                           f"-plugin-opt={value}")
     if meaning == "lto-O" and value[1:].isdigit():
         lto["lto-O"] = value[1:]
-    elif meaning in ("cpu", "sample-profile"):
+    elif meaning in ("cpu", "sample-profile", "dwo-dir"):
         lto[meaning] = value.partition("=")[2]
     elif meaning == "attrs":
         attrs.extend(a for a in value.partition("=")[2].split(",") if a)
     elif meaning == "mllvm":
         mllvm.append(value)
+
+
+def _partitions(value: str | None) -> int:
+    """--lto-partitions (lld's default: 1; lld itself rejects a value that is not a number)."""
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else 1
 
 
 def _split(tokens: list[str]) -> list[_Token]:

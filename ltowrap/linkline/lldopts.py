@@ -37,7 +37,7 @@ ROLES = frozenset("""
     output library library-path sysroot whole-archive no-whole-archive start-lib end-lib group
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
     sample-profile fat-lto-objects no-fat-lto-objects script nostdlib emulation
-    fatal-warnings no-fatal-warnings no-warnings error-limit section-order
+    fatal-warnings no-fatal-warnings no-warnings error-limit section-order lto-partitions
 """.split())
 
 TABLE = """
@@ -149,7 +149,7 @@ flag      --  lto-legacy-pass-manager no-lto-legacy-pass-manager
 joined    --  lto-newpm-passes                      unsupported
 prefix    --  lto-O                                 role=lto-O
 joined    --  lto-obj-path                          unsupported writes
-joined    --  lto-partitions
+joined    --  lto-partitions                        role=lto-partitions
 flag      --  lto-pgo-warn-mismatch no-lto-pgo-warn-mismatch
 joined    --  lto-sample-profile                    reads role=sample-profile
 flag      --  lto-unique-basic-block-section-names no-lto-unique-basic-block-section-names
@@ -287,7 +287,7 @@ emit-asm                unsupported
 emit-llvm               unsupported
 obj-path                unsupported
 save-temps              unsupported
-dwo_dir                 unsupported
+dwo_dir=                dwo-dir
 cs-profile              unsupported
 opt-remarks             unsupported
 lto-partitions          unsupported

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import Reason, Unsupported
 from ..formats import irmodule
@@ -99,6 +99,14 @@ def forced_options(cmd: LinkCommand) -> list[str]:
     return opts
 
 
+def split_dwarf_options(name: str, path: str) -> list[str]:
+    """A backend compile that writes its split DWARF to `path` and records `name` as the
+    skeleton's DW_AT_dwo_name (and the .dwo's own), as in-process lld's dwo_dir does: clang's
+    ThinLTO backend hands both to LTO's codegen. The .dwo's bytes depend on the name, not on
+    the path (tests/test_split_dwarf.py)."""
+    return ["-Xclang", "-split-dwarf-file", "-Xclang", name, "-Xclang", "-split-dwarf-output", "-Xclang", path]
+
+
 # Architectures on which a module without a "PIC Level" flag is compiled static by
 # in-process LTO (the target's default relocation model; LTOBackend leaves it open).
 STATIC_BY_DEFAULT = ("x86_64", "i386", "i486", "i586", "i686", "aarch64", "arm", "thumb", "riscv")
@@ -151,6 +159,26 @@ class Job:
     imports: tuple[str, ...]
     output: str  # native object to write
     shard_identity: str | None = None  # cachekey.shard_identity, when already known
+    dwo: str = ""  # split DWARF: the .dwo's final name, which its skeleton unit records (split_dwarf)
+
+
+def split_dwarf(jobs: tuple[Job, ...], regular_modules: tuple[str, ...], cmd: LinkCommand) -> list[Job]:
+    """The jobs, each with the .dwo in-process lld names for it under -plugin-opt=dwo_dir=
+    (LTOBackend's codegen: `<dwo_dir>/<task>.dwo`, the name as given, relative names staying
+    relative). ThinLTO tasks are numbered after regular LTO's (--lto-partitions, 1 by default),
+    in the order lld added the modules, which is the order of the thin-link's object list.
+    In-process lld writes the regular-LTO code's split DWARF too (task 0), which the thin-link's
+    cached object cannot give back: such a link falls back."""
+    if not cmd.lto.dwo_dir:
+        return list(jobs)
+    if regular_modules:
+        raise Unsupported(Reason.UNSUPPORTED_OPTION, "-plugin-opt=dwo_dir= with regular-LTO modules")
+    return [replace(j, dwo=os.path.join(cmd.lto.dwo_dir, f"{cmd.lto.partitions + i}.dwo")) for i, j in enumerate(jobs)]
+
+
+def dwo_output(output: str) -> str:
+    """Where a backend compile writes its .dwo: beside its object (the name it records is Job.dwo)."""
+    return output + ".dwo"
 
 
 @dataclass(frozen=True)
@@ -161,13 +189,14 @@ class LinkBackend:
     command: LinkCommand
     sections: str = "link"  # config.Settings.sections
 
-    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None) -> list[str]:
+    def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:
         return [
             self.clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
             "-Wno-unused-command-line-argument",
             *link_options(self.command, self.sections),
             *(recorded or []),
             *forced_options(self.command),
+            *(split_dwarf_options(dwo, dwo_output(output)) if dwo else []),
         ]
 
     def unrecorded(self, module: Module) -> list[str]:

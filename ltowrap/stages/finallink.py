@@ -14,6 +14,7 @@ import re
 
 from .. import fsutil, proc
 from ..formats import depfile, elf
+from .backend import Job, dwo_output
 from .plan import LinkPlan, Module
 from .thinlink import ThinLinkResult
 
@@ -38,6 +39,16 @@ def extraction_object(result: ThinLinkResult, workdir: str) -> str | None:
     with open(path, "wb") as f:
         f.write(elf.undefined_references(list(result.extractions), like))
     return path
+
+
+def write_dwo(jobs: list[Job]) -> None:
+    """Each split-DWARF job's .dwo, from beside its object to the name its skeleton records
+    (relative to the link's directory, as lld writes it), the directory made as lld makes it
+    (mode 0770 and files 0666, through the umask)."""
+    for job in jobs:
+        if job.dwo:
+            os.makedirs(os.path.dirname(job.dwo) or ".", mode=0o770, exist_ok=True)
+            fsutil.atomic_write(job.dwo, fsutil.read_bytes(dwo_output(job.output)), mode=0o666, create_dirs=False)
 
 
 def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str], extractions: str | None = None) -> list[str]:

@@ -91,7 +91,7 @@ class LinkPlan:
         """
         out: list[str] = []
         for p in self.pieces:
-            if p.arg.group_marker:
+            if p.arg.group_marker or p.arg.backends_only:
                 continue
             if not p.rewritten:
                 out += p.arg.tokens

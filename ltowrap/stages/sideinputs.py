@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 NATIVE = "=native"
 EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
+# cc1 options (each value behind -Xclang) that name a file the compile writes, not one it
+# reads: a .dwo left by the last link must not key the next one.
+WRITTEN = ("-split-dwarf-file", "-split-dwarf-output")
 # Options that give the assembler directories to search for `.include` and `.incbin` files.
 ASSEMBLER_DIRS = ("-Wa,", "-Xassembler")
 
@@ -63,7 +66,9 @@ def of_argv(argv: list[str]) -> SideInputs:
     """What the backend argv (module, shard and output as placeholders) makes the compile read."""
     files: list[str] = []
     host = ""
-    for arg in argv[1:]:
+    for i, arg in enumerate(argv[1:], 1):
+        if i >= 2 and argv[i - 2] in WRITTEN and argv[i - 1] == "-Xclang":
+            continue
         if arg in EXTERNAL_ASSEMBLER:
             return SideInputs(unknown=f"an external assembler ({arg})")
         if arg.startswith(ASSEMBLER_DIRS) or (arg.startswith("-I") and "-Xclang" in argv):
