@@ -46,7 +46,7 @@ on the case `--fit` names: the execute-mode run on the fewest workers at the sam
 --matrix cross (default) runs every mode and worker count at the middle round trip (2 ms),
 and the other round trips at 32 workers; full runs every combination. --profile-server samples
 BuildGrid with py-spy during each link (bgd-profile.txt, and each thread's CPU beside it).
-Writes bench/results/<date>-cluster.{json,md}.
+Writes bench/out/<date>-cluster.{json,md}.
 """
 
 from __future__ import annotations
@@ -474,7 +474,7 @@ def main() -> int:
                    help="LTOWRAP_REMOTE_JOBS = this x workers: executions in flight beyond the workers keep the "
                    "server's queue from running dry while it dispatches")
     p.add_argument("--matrix", choices=["cross", "full"], default="cross")
-    p.add_argument("--out", type=Path, default=BENCH / "results")
+    p.add_argument("--out", type=Path, default=BENCH / "out")
     p.add_argument("--profile", action="store_true", help="run each remote link under py-spy (pip install py-spy); "
                    "its samples in the case's directory, profile.txt (with --keep)")
     p.add_argument("--keep", type=Path, help="work here and keep it (logs of the server, bots and links)")

@@ -26,7 +26,7 @@ backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
                      link, the last backend alone, idle slots)
 
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
-calling each other, bench/shardkey_cost.py's generator). Writes bench/results/<date>-coldlink.{json,md}.
+calling each other, bench/shardkey_cost.py's generator). Writes bench/out/<date>-coldlink.{json,md}.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def main() -> int:
                    choices=["lua", "redis", "synthetic"])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--modules", type=int, default=400, help="modules of the synthetic link")
-    p.add_argument("--out", type=Path, default=BENCH / "results")
+    p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()
     load = os.getloadavg()

@@ -21,7 +21,7 @@ times `ninja -j2`: wall, and user+sys CPU of ninja and everything it ran (wait4)
 a per-call table isolates what each form adds to one compile: `--calls` runs of it with
 /bin/true standing in for clang, against /bin/true itself.
 Configurations run in rotating order. Prints medians and ratios to `plain` and writes
-them with every sample to bench/results/<date>-launcher.{json,md}. The ltowrap measured
+them with every sample to bench/out/<date>-launcher.{json,md}. The ltowrap measured
 is the one installed beside the Python running this script.
 """
 
@@ -190,7 +190,8 @@ def main() -> int:
     info = {"date": stamp, "command": " ".join([Path(sys.executable).name, *sys.argv]), "reps": a.reps,
             "load_average_start": load_start, "load_average_end": os.getloadavg(), "other_bin": str(a.other_bin or ""),
             "clang": subprocess.run([CLANG, "--version"], capture_output=True, text=True).stdout.splitlines()[0]}
-    out = ROOT / "bench" / "results" / f"{stamp}-launcher"
+    out = ROOT / "bench" / "out" / f"{stamp}-launcher"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"info": info, "medians": medians, "per_call": calls,
                                                     "samples": [asdict(s) for s in samples]}, indent=2) + "\n")
     out.with_suffix(".md").write_text(f"# bench/launcher.py, {stamp}\n\n{json.dumps(info)}\n\n{text}\n")

@@ -7,7 +7,7 @@ clang 22. For each set this measures, side by side and alternating:
 - the anchor: `clang --version`, the floor of the backend compile every module gets (a
   clang process start), once per module.
 It prints the median per module of each and its share of the anchor, and writes them to
-bench/results/<date>-module-facts.{json,md} (docs/backend-options.md).
+bench/out/<date>-module-facts.{json,md} (docs/backend-options.md).
 
     .venv/bin/python bench/module_facts.py [--reps 5]
 """
@@ -75,7 +75,8 @@ def main() -> int:
                               "ratio_to_anchor": {k: round(v / anchor, 3) for k, v in medians.items()},
                               "samples_ms": {k: [round(x * 1000, 3) for x in v] for k, v in samples.items()}}
     stamp = time.strftime("%Y-%m-%d-%H%M")
-    out = HERE / "results" / f"{stamp}-module-facts"
+    out = HERE / "out" / f"{stamp}-module-facts"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
     lines = ["| modules | what | ms per module | × clang --version |", "| --- | --- | ---: | ---: |"]
     for label, r in results.items():

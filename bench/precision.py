@@ -4,7 +4,7 @@ For each edit (one source file each, applied alone to the built tree and then un
 same `make -j2` runs twice side by side: in-process ThinLTO with `--thinlto-cache-dir`,
 and ltowrap. lld's figure is the number of new entries in its cache directory (one per
 backend it compiled); ltowrap's is the number of backend compiles in LTOWRAP_LOG. Counts,
-not times: the machine's load does not move them. Writes bench/results/<date>-precision.{json,md}.
+not times: the machine's load does not move them. Writes bench/out/<date>-precision.{json,md}.
 
     .venv/bin/python bench/precision.py                 # redis, five edits
     .venv/bin/python bench/precision.py --project lua
@@ -107,7 +107,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--project", choices=sorted(EDITS), default="redis")
     p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"))
-    p.add_argument("--out", type=Path, default=BENCH / "results")
+    p.add_argument("--out", type=Path, default=BENCH / "out")
     p.add_argument("--only", nargs="+", metavar="EDIT", help="only these edits (as the table names them)")
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="work in DIR (which must not exist) and keep it: trees, caches, logs; with"

@@ -56,7 +56,8 @@ one .c file.) Backend compiles are counted per make: ltowrap's from its log, lld
 entries in its cache directory. Prints markdown tables of medians with ratios against
 in-process ThinLTO (and against --thinlto-cache-dir in the same scenario for warm relinks
 and the edit), and writes them with every sample as
-JSON (and the tables as .md) to bench/results/. Sources come from integration/debsrc.py.
+JSON (and the tables as .md) to bench/out/ (git ignores it: the summaries the docs cite are copied to
+bench/results/). Sources come from integration/debsrc.py.
 All caches live in a temporary directory. The ltowrap measured is the one installed beside
 the Python running this script (its venv's bin).
 """
@@ -950,7 +951,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--remote", action="store_true",
                    help="also remote-cache, remote-busy, remote-exec and hybrid, on BuildGrid on loopback "
                    "(needs Python 3.13, PostgreSQL)")
-    p.add_argument("--out", type=Path, default=BENCH / "results", help="where the JSON and .md go")
+    p.add_argument("--out", type=Path, default=BENCH / "out", help="where the JSON and .md go (git ignores bench/out)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (trees, caches, logs)")
     return p.parse_args()
 

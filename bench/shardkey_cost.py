@@ -10,7 +10,7 @@ modules but the edited one). Two sources of shards:
   (--thinlto-index-only, -import-declaration), in a temporary directory;
 - `--dir D`: the *.thinlto.bc already beside their modules in D (a thin-link run there with
   --thinlto-index-only), module paths relative to D; shards of archive members are skipped.
-Writes bench/results/<date>-shardkey-cost-{synthetic,dir}.{json,md} with the load average.
+Writes bench/out/<date>-shardkey-cost-{synthetic,dir}.{json,md} with the load average.
 
     .venv/bin/python bench/shardkey_cost.py --synthetic 420
     .venv/bin/python bench/shardkey_cost.py --dir /path/to/redis/src --label redis-server
@@ -103,7 +103,7 @@ def main() -> int:
     src.add_argument("--dir", type=Path)
     p.add_argument("--label", default="")
     p.add_argument("--llvm", type=Path, default=Path("/usr/lib/llvm-22/bin"))
-    p.add_argument("--out", type=Path, default=BENCH / "results")
+    p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     if a.synthetic:
         with tempfile.TemporaryDirectory(prefix="ltowrap-shardcost-") as d:

@@ -19,7 +19,7 @@ crossover  a synthetic program of N modules (bench/shardkey_cost.py's generator)
            ltowrap beats in-process.
 
 The installed ltowrap's modules are compiled to bytecode first, as pip does. Writes
-bench/results/<date>-smalllink.{json,md} (raw dumps: not for git).
+bench/out/<date>-smalllink.{json,md} (raw dumps: not for git).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main() -> None:
             rows = data["crossover"] = crossover(tmp, opts.modules, opts.reps)
             lines += ["| modules | in-process | ltowrap cold | ltowrap after a one-module edit |", "|---|---|---|---|"]
             lines += [f"| {r['modules']} | {r['in-process']:.3f} | {r['cold']:.3f} | {r['edit']:.3f} |" for r in rows]
-    write_results(BENCH / "results", stamp, "smalllink", "Small links", load, "\n".join(lines) + "\n", data)
+    write_results(BENCH / "out", stamp, "smalllink", "Small links", load, "\n".join(lines) + "\n", data)
 
 
 if __name__ == "__main__":

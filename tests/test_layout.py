@@ -112,3 +112,14 @@ def test_no_test_module_imports_another():
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
                       if n.split(".")[-1].startswith("test_")]
     assert found == []
+
+
+def test_bench_results_hold_the_cited_summaries_only():
+    """bench/results/ keeps the summaries the docs cite, each listed in its index; raw dumps
+    go to bench/out/, which git ignores."""
+    results = ROOT / "bench" / "results"
+    files = sorted(p.name for p in results.iterdir() if p.name != "README.md")
+    index = (results / "README.md").read_text()
+    assert [f for f in files if not f.endswith(".md")] == []
+    assert [f for f in files if f"`{f}`" not in index] == []
+    assert "bench/results/README.md" in (ROOT / "docs" / "figures.md").read_text()
