@@ -18,5 +18,6 @@ DRIVER_LINES = "d"  # the clang driver's link lines
 STATS = "stats"  # counters
 LOCKS = "locks"  # per host: slots and claims
 TMP = "tmp"  # per-link work directories
+LINK_LOG = "links.jsonl"  # the link log, when the config names none (logfile.py)
 CLEANUP_LOCK = "cleanup.lock"  # held while the cache is trimmed or cleared
 GONE = ("v",)  # parts older ltowrap releases made (v/: the views of ltowrap-cache-7), removed by `cache clear`

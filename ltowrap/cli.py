@@ -43,12 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=distribute.run)
     sub.add_parser("doctor", help="check the setup (real clang/lld, cache, jobserver) and say what to fix").set_defaults(func=doctor.run)
     v = sub.add_parser("verify", help="link the last links of the log again, checking every cache hit against "
-                       "the work done again (LTOWRAP_LOG must be set)")
+                       "the work done again (from the link log)")
     v.add_argument("--last", type=int, default=10, help="how many of the last links (0: all of them; default 10)")
     v.set_defaults(func=verify.run)
     for name, what in (("trace", "write the links of the log as a Chrome trace (Perfetto, chrome://tracing)"),
                        ("report", "where the links of the last build spent their time, and why backends were compiled")):
-        t = sub.add_parser(name, help=what + "; the last build by default (LTOWRAP_LOG must be set)")
+        t = sub.add_parser(name, help=what + "; the last build by default (from the link log)")
         span = t.add_mutually_exclusive_group()
         span.add_argument("--since", help="links since then: 10m, 2h, an ISO date and time")
         span.add_argument("--last", type=int, help="the last N links (0: every link of the log)")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .cachedirs import LINK_LOG
+
 TYPE_CHECKING = False  # typing and collections.abc cost milliseconds: for type checkers only
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -194,7 +196,8 @@ class Settings:
     max_size = Setting(5 << 30, parse_size, "cache size limit (e.g. 5G, 500M; 0 = unlimited)")
     jobs = Setting(0, _int, "parallel backend compiles (0 = usable CPUs)")
     disable = Setting(False, parse_bool, "pass every command through unchanged")
-    log = Setting("", _str, "append one JSON line per link to this file")
+    log = Setting("", _str, "append one JSON line per link to this file (default: links.jsonl in the cache directory; "
+                  "kept to 16 MiB, the part before in <file>.1; 'off': no log)")
     lto = Setting("", _choice("", "off", "thin"), "'thin': add -flto=thin to C/C++ compiles and link with lld")
     backend_opts = Setting("module", _choice("module", "link"), "backend options: each module's own, or the link's",
                            output=True)
@@ -353,4 +356,5 @@ def load(env: Mapping[str, str] = os.environ, strict: bool = True) -> Settings:
         if from_env is not None:
             take(name, from_env[0], from_env[1])
     values["cache_dir"] = os.path.abspath(os.path.expanduser(str(values["cache_dir"]) or default_cache_dir(env)))
+    values["log"] = "" if values["log"] == "off" else str(values["log"]) or os.path.join(str(values["cache_dir"]), LINK_LOG)
     return Settings(values, origins, tuple(problems))

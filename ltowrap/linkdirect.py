@@ -96,12 +96,9 @@ class Lane:
             counts.add("link_hits")
         stats.flush(self.cache_dir, counts)
         if done is not None and settings.log:
-            from . import log
+            from . import logfile
 
-            record = log.Record(tool=os.path.basename(done[0]), argv=done, start=start, decision="restored")
-            record.end = time.time()
-            record.span("direct lane", start, record.end)
-            log.append(settings.log, record)
+            logfile.restored(settings.log, os.path.basename(done[0]), done, start, time.time(), "direct lane")
         return done is not None
 
     def _restore(self, cache: Cache) -> list[str] | None:

@@ -1,12 +1,14 @@
-"""LTOWRAP_LOG: one JSON line per link or distributor run, appended whole (O_APPEND, one write, under flock)."""
+"""The link log (config `log`, LTOWRAP_LOG): one JSON line per link or distributor run, appended whole
+(logfile.py: O_APPEND, one write, under flock; the file kept bounded)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
+
+from . import logfile
 
 
 @dataclass
@@ -90,13 +92,15 @@ def _without_none(value: object) -> object:
 
 
 def append(path: str, record: Record) -> None:
-    line = (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    logfile.append(path, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode())
+
+
+def records(path: str) -> list[dict]:
+    """The log's records, oldest first (a line that is not JSON is skipped: a log being written)."""
+    out = []
+    for line in logfile.lines(path):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out

@@ -101,15 +101,10 @@ class Link:
 
 
 def read_log(path: str) -> list[dict]:
-    """The log's records, oldest first (a line that is not JSON is skipped: a log being written)."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
+    """The log's records, oldest first (log.records)."""
+    from .log import records
+
+    return records(path)
 
 
 def links(records: Iterable[dict], since: float | None = None, last: int | None = None) -> list[Link]:
@@ -268,7 +263,7 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
         return "No links in the log for that span of time."
     start, end = min(link.start for link in chosen), max(link.end for link in chosen)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start))
-    lines = [f"{len(chosen)} links from {when}, {_s(end - start)}"]
+    lines = [f"{len(chosen)} link{'' if len(chosen) == 1 else 's'} from {when}, {_s(end - start)}"]
     for link in chosen:
         hits = sum(b["source"] != COMPILED for b in link.backends)
         lines.append(f"\n{link.name}: {link.decision}, {_s(link.end - link.start)}, {len(link.backends)} backends "

@@ -78,9 +78,16 @@ def env_for(cfg: Path, **vars: str) -> dict[str, str]:
 def test_defaults_when_there_is_no_file(cfg):
     values = resolve(env_for(cfg))
     for key, row in ROWS.items():
-        if key != "cache_dir":
+        if key not in ("cache_dir", "log"):
             assert values[key] == (row.default, "default")
-    assert values["cache_dir"] == (os.path.abspath(config.default_cache_dir(env_for(cfg))), "default")
+    cache_dir = os.path.abspath(config.default_cache_dir(env_for(cfg)))
+    assert values["cache_dir"] == (cache_dir, "default")
+    assert values["log"] == (os.path.join(cache_dir, "links.jsonl"), "default")  # a link log by default
+
+
+def test_the_link_log_is_off_only_when_asked(cfg):
+    assert resolve(env_for(cfg, LTOWRAP_LOG="off"))["log"] == ("", "LTOWRAP_LOG")
+    assert resolve(env_for(cfg, LTOWRAP_LOG="/l"))["log"] == ("/l", "LTOWRAP_LOG")
 
 
 def test_file_overrides_defaults(cfg):

@@ -273,8 +273,9 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
     nor, on the direct lane (linkdirect.py), the driver line, the link-line parser or the
     costly standard modules (json and the re it loads, dataclasses, contextlib, and site:
     the sh entry starts Python with -S). The first,
-    missed link of the same command shows the check sees those imports; the log (json) is
-    off, as in a user's build, and the hit is read from the counters."""
+    missed link of the same command shows the check sees those imports. The link log is on,
+    as in a user's build by default: the hit writes its line without json (logfile.restored),
+    the same line log.Record would write."""
     d = tmp_path / "p"
     args = project(d, tc22)
     stages = {"ltowrap.stages.plan", "ltowrap.stages.thinlink", "ltowrap.jobs.executor", "ltowrap.jobs.slots",
@@ -284,7 +285,7 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
 
     def imported() -> set[str]:
         (d / "prog").unlink(missing_ok=True)
-        done = link(d, tc22, args, PYTHONPROFILEIMPORTTIME="1", LTOWRAP_LOG="")
+        done = link(d, tc22, args, PYTHONPROFILEIMPORTTIME="1", LTOWRAP_LOG=None)
         return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
     assert stages | lean - {"site"} <= imported()  # a miss: the whole link
@@ -292,6 +293,14 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
     hit = imported()
     assert counts()[0] == 1
     assert hit & (stages | lean) == set()
+    from ltowrap import log
+
+    written = log.records(str(tmp_path / "cache" / "links.jsonl"))[-1]
+    assert written["decision"] == "restored"
+    like = log.Record(written["tool"], written["argv"], written["cwd"], written["pid"], written["start"],
+                      written["end"], "restored")
+    like.span("direct lane", written["start"], written["end"])
+    assert written == like.to_json()
     # A subpackage the hit passes through (ltowrap/formats/ for an archive, say) costs only its
     # empty __init__.py: the package's layout adds no import to the hit.
     package = Path(__file__).resolve().parent.parent / "ltowrap"

@@ -70,6 +70,20 @@ def test_the_report_names_the_backend_that_bounded_each_link(project, tmp_path, 
     assert "4  a hit: " in text and "was not in the cache" in text
 
 
+def test_a_plain_build_is_reported_without_any_setting(project, tmp_path, tc22):
+    """No LTOWRAP_LOG: the link log in the cache directory holds the build, as `ccache -s` needs
+    nothing set, so `ltowrap report` and `trace` describe it."""
+    prepared(project, tc22)
+    env = ltowrap_env(tc22, LTOWRAP_LOG=None)
+    run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", "prog"], project, env=env)
+    assert not (tmp_path / "ltowrap.log").exists() and (tmp_path / "cache" / "links.jsonl").exists()
+    text = subprocess.run([wrapper("ltowrap"), "report"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "1 link from" in text and "prog" in text, text
+    off = subprocess.run([wrapper("ltowrap"), "report"], env={**env, "LTOWRAP_LOG": "off"}, capture_output=True,
+                         text=True)
+    assert off.returncode != 0 and "log = off" in off.stderr
+
+
 class _Page(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

@@ -4,17 +4,17 @@ links of the log a command chooses (`--since`, `--last`)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from .. import logfile
 from ..config import Settings
 
 
 def chosen_links(settings: Settings, a: argparse.Namespace, command: str):  # -> list[report.Link] | None
     from .. import report  # the log's views: only for this command
 
-    if not settings.log or not os.path.exists(settings.log):
-        print(f"ltowrap {command}: no log to read (set LTOWRAP_LOG, and build)", file=sys.stderr)
+    if not logfile.exists(settings.log):
+        print(f"ltowrap {command}: no link in the log yet ({settings.log or 'log = off'})", file=sys.stderr)
         return None
     try:
         since = report.parse_since(a.since) if a.since else None

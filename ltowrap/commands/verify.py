@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 
+from .. import log, logfile
 from ..config import Settings
 from .stats import stats_json
 
@@ -16,11 +16,10 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
     """Link the last N links of the log again, in their directories, with every cache hit
     checked (verify = 1): a hit that differs from the work done again is counted, said and
     replaced. Their outputs are written again, as a build would."""
-    if not settings.log or not os.path.exists(settings.log):
-        print("ltowrap verify: no log to take the links from (set LTOWRAP_LOG, and build)", file=sys.stderr)
+    if not logfile.exists(settings.log):
+        print(f"ltowrap verify: no link in the log yet ({settings.log or 'log = off'})", file=sys.stderr)
         return 2
-    with open(settings.log, encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = log.records(settings.log)
     todo = [r for r in records if r.get("tool", "").startswith("ld.lld") and r.get("decision") in ("distributed", "restored")]
     todo = todo[-a.last:] if a.last else todo
     if not todo:
