@@ -148,3 +148,14 @@ def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
     text = seen.decode()
     assert "ltowrap: prog  4/4 modules  (0 cached)" in text
     assert text.endswith("\r\x1b[K")  # and the line is cleared when the link is done
+
+
+def test_the_link_log_is_rotated_once_past_its_bound(tmp_path):
+    from ltowrap import logfile
+
+    path = str(tmp_path / "log" / "links.jsonl")  # its directory is made
+    for n in range(5):
+        logfile.append(path, (logfile.encode({"n": n, "argv": ["a b", "é\udcff"]}) + "\n").encode(), bound=60)
+    kept = [json.loads(line)["n"] for line in logfile.lines(path)]
+    assert kept == sorted(kept) and kept[-1] == 4 and 0 not in kept  # the oldest went with the second rotation
+    assert json.loads(logfile.lines(path)[-1])["argv"] == ["a b", "é\udcff"]
