@@ -83,6 +83,33 @@ REMARKS = {"-pass-remarks": "-Rpass", "-pass-remarks-missed": "-Rpass-missed",
            "-pass-remarks-analysis": "-Rpass-analysis"}
 
 
+# Code generator flags the clang driver passes to a link for its own options (-ggdb,
+# -femulated-tls, ...: -plugin-opt=-debugger-tune=gdb), which lld reads as LLVM options
+# (llc's flags, codegen::RegisterCodeGenFlags) but clang does not take as -mllvm: each as
+# the backend clang spells it, by the option's name; () drops it (-function-sections=,
+# -data-sections=: lld sets both on every LTO backend after reading its flags;
+# -crash-diagnostics-dir=: where a crash report goes, not what is compiled).
+CODEGEN_FLAGS: dict[str, tuple[str, ...]] = {
+    "-debugger-tune": ("-Xclang", "-debugger-tuning={}"),
+    "-emulated-tls": ("-femulated-tls",),
+    "-stack-size-section": ("-fstack-size-section",),
+    "-split-machine-functions": ("-fsplit-machine-functions",),
+    "-function-sections": (),
+    "-data-sections": (),
+    "-crash-diagnostics-dir": (),
+}
+
+
+def llvm_option(option: str) -> list[str]:
+    """An LLVM option of the link's (-mllvm, -plugin-opt=-X) as the backend clang takes it."""
+    name, eq, value = option.partition("=")
+    if name in CODEGEN_FLAGS:
+        return [o.format(value) for o in CODEGEN_FLAGS[name]]
+    if eq and name in REMARKS:  # clang prints the remarks its -R options ask for, not LLVM's
+        return ["-mllvm", option, f"{REMARKS[name]}={value}"]
+    return ["-mllvm", option]
+
+
 def forced_options(cmd: LinkCommand) -> list[str]:
     opts: list[str] = []
     if not cmd.relocatable:
@@ -90,10 +117,7 @@ def forced_options(cmd: LinkCommand) -> list[str]:
     for attr in cmd.lto.attrs:
         opts += ["-Xclang", "-target-feature", "-Xclang", attr]
     for m in cmd.lto.mllvm:
-        opts += ["-mllvm", m]
-        name, eq, pattern = m.partition("=")
-        if eq and name in REMARKS:  # clang prints the remarks its -R options ask for, not LLVM's
-            opts.append(f"{REMARKS[name]}={pattern}")
+        opts += llvm_option(m)
     if cmd.lto.sample_profile:
         opts.append(f"-fprofile-sample-use={os.path.abspath(cmd.lto.sample_profile)}")
     return opts
