@@ -238,7 +238,7 @@ def test_lenient_load_keeps_what_it_can_and_says_what_was_wrong(cfg):
 
 def test_every_setting_is_documented_once_in_the_readme():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     table = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
     assert sorted(table) == sorted(ROWS)
     assert all(row.doc and row.env == "LTOWRAP_" + name.upper() for name, row in ROWS.items())
