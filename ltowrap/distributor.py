@@ -29,6 +29,7 @@ from .config import ConfigError, Settings, load
 from .errors import ToolFailed, Unsupported
 from .fsutil import read_bytes
 from .jobs import jobrun
+from .stages import diagnostics
 from .stages.backend import Job, module_options, read_facts
 from .stages.plan import Module
 
@@ -111,6 +112,10 @@ def run(json_path: str, settings: Settings | None = None) -> int:
             with job_run.executor(DtltoBackend(tuple(common["args"])), clang, digest_of,
                                   common.get("linker_output", ""), len(jobs)) as executor:
                 executor.run(jobs, {j.module.path: j.module.size for j in jobs})
+            # What each backend clang printed, as lld's own distributor leaves it (the clang's
+            # stderr is the link's): on a hit too, from the cache.
+            for module, text in executor.printed():
+                sys.stderr.write(diagnostics.named(text, {j.module.digest: j.module.path for j in jobs}))
         except ToolFailed as e:
             sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
             return 1

@@ -99,3 +99,19 @@ def test_sigterm_stops_the_children_and_returns_the_tokens(project, tmp_path, tc
     assert pool.count() == 1  # the token it held is back
     (rec,) = [r for r in log_lines(tmp_path) if r["tool"] == "distributor"]
     assert (rec["decision"], rec["reason"]) == ("interrupted", "SIGTERM")
+
+
+def test_what_the_backends_print_reaches_the_link_cold_and_on_hits(project, tc22):
+    """As lld's own distributor leaves it: each backend clang's stderr is the link's, and a
+    job served from the cache prints what its compile printed."""
+    write(project / "big.c", "extern void use(char *);\nint big(int x) { char b[4000]; use(b); return b[x]; }\n")
+    write(project / "main.c", "int big(int);\nvoid use(char *p) { p[0] = 1; }\nint main(int c, char **v) { (void)v; return big(c) & 1; }\n")
+    run([tc22.clang, "-O2", "-flto=thin", "-Wframe-larger-than=256", "-c", "big.c"], project)
+    run([tc22.clang, "-O2", "-flto=thin", "-c", "main.c"], project)
+    link = [tc22.clang, "-fuse-ld=lld", "-flto=thin", f"-fthinlto-distributor={wrapper('ltowrap-distributor')}",
+            "main.o", "big.o", "-o", "prog"]
+    for _ in range(2):
+        done = run(link, project)
+        assert "stack frame size" in done.stderr and "exceeds limit (256)" in done.stderr, done.stderr
+    runs = [r for r in log_lines(project.parent) if r["tool"] == "distributor"]
+    assert [(r["backend_compiles"], r["backend_hits"]) for r in runs] == [(2, 0), (0, 2)]

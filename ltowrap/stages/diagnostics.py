@@ -58,6 +58,11 @@ def canonical(text: str, store_prefix: str) -> str:
     return _STORE_PATH.sub(lambda m: _TOKEN % m.group(1), text)
 
 
+def named(text: str, names: dict[str, str]) -> str:
+    """Canonical text with each module's token replaced by the name `names` gives its digest."""
+    return _TOKEN_RE.sub(lambda m: names.get(m.group(1), m.group(0)), text)
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One LLVM diagnostic, as LLVM prints it (DiagnosticInfo::print); `raw` for a line
@@ -141,8 +146,8 @@ def render(modules: list[tuple[str, str]], names: dict[str, str], policy: Policy
     for module, text in modules:
         if not text:
             continue
-        for d in parse(_TOKEN_RE.sub(lambda m: names.get(m.group(1), m.group(0)), text)):
-            _report(printed, policy, d, module)
+        for d in parse(text):  # parsed before the modules are named: a name may hold anything
+            _report(printed, policy, Diagnostic(d.severity, named(d.message, names), d.inline_asm), module)
             if printed.stopped:
                 break
         if printed.stopped:
