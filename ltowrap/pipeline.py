@@ -108,21 +108,15 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
     return None
 
 
-# Options of features that came in some lld release (toolchain.LLD_PROBES): a link naming one
-# this lld does not take runs unchanged, and lld says so itself, rather than fail halfway.
-GATED_OPTIONS = {"fat-lto-objects": "fat-lto-objects", "thinlto-emit-index-files": "thinlto-emit-index-files",
-                 "thinlto-distributor": "thinlto-distributor"}
-
-
-def _gate_options(run: jobrun.JobRun, ld: str, args: list[str]) -> None:
-    """Unsupported(LINKER_OPTION) if the link names a gated option this ld.lld does not take."""
-    named = [a for a in args if a.startswith("-") and a.lstrip("-").split("=", 1)[0] in GATED_OPTIONS]
-    if not named:
+def _gate_options(run: jobrun.JobRun, ld: str, gated: list[tuple[str, str]]) -> None:
+    """Unsupported(LINKER_OPTION) if the link names an option of a feature this ld.lld does not
+    take (cmdline.Line.gated): the link runs unchanged and lld says so itself, rather than fail halfway."""
+    if not gated:
         return
     facts = run.linker_facts(ld)
-    for a in named:
-        if GATED_OPTIONS[a.lstrip("-").split("=", 1)[0]] not in facts["takes"]:
-            raise Unsupported(Reason.LINKER_OPTION, f"{a.split('=', 1)[0]}: {facts['version'] or ld} does not take it")
+    for feature, option in gated:
+        if feature not in facts["takes"]:
+            raise Unsupported(Reason.LINKER_OPTION, f"{option}: {facts['version'] or ld} does not take it")
 
 
 def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
@@ -149,8 +143,9 @@ def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
 def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
     cwd = os.getcwd()
     t = time.time()
-    _gate_options(run, real[0], args)
-    command = cmdline.parse(args, cwd)
+    line = cmdline.expand(args, cwd)
+    _gate_options(run, real[0], line.gated())
+    command = cmdline.parse_line(line, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
     run.record.span("memo lookup", t, time.time())
