@@ -99,16 +99,18 @@ def spawn(argv: list[str], output: str | None = None, watch: bool = False, keep_
     return Child(pid, os.pidfd_open(pid) if watch else -1)
 
 
-def capture(argv: list[str], cwd: str | None = None, merge: bool = False) -> tuple[int, bytes, bytes]:
-    """Run a guarded tool to completion: (exit code, stdout, stderr); stderr is in stdout if `merge`.
+def capture(argv: list[str], cwd: str | None = None, merge: bool = False, env: Mapping[str, str] | None = None,
+            guard: bool = True) -> tuple[int, bytes, bytes]:
+    """Run a tool to completion: (exit code, stdout, stderr); stderr is in stdout if `merge`.
 
-    A tool that cannot be started gives 127 and the reason on stderr.
+    `env` (default: ours) and `guard` as exec_tool's. A tool that cannot be started gives 127
+    and the reason on stderr.
     """
     import subprocess
 
     try:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
-                              cwd=cwd, env=tool_env())
+                              cwd=cwd, env=tool_env(env, guard))
     except OSError as e:
         return 127, b"", f"cannot run {argv[0]}: {e.strerror}".encode()
     return done.returncode, done.stdout, done.stderr or b""
