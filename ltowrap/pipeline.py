@@ -28,6 +28,8 @@ from .linkline import cmdline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the stages are imported past the link memo (_link)
+    from collections.abc import Sequence
+
     from .stages.diagnostics import Printed
     from .stages.plan import LinkPlan, Module
 
@@ -37,7 +39,7 @@ CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC
 
 def run_linker(real: list[str], args: list[str], original: list[str] | None = None,
                settings: config.Settings | None = None, direct: linkdirect.Lane | None = None,
-               spans: list[tuple[str, float, float]] = ()) -> int:
+               spans: Sequence[tuple[str, float, float]] = ()) -> int:
     """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
 
     `original` is the user's driver command when the clang entry found the link line
@@ -82,15 +84,18 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkd
         if e.reason is Reason.NO_BITCODE:
             run.stats.add("links_passthrough")
             return None
-        return _fall_back(run, e.reason, str(e))
+        _fall_back(run, e.reason, str(e))
+        return None
     except ToolFailed as e:
-        return _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})",
-                          e.output)
+        _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})", e.output)
+        return None
     except OSError as e:
         where = f" '{e.filename}'" if e.filename else ""
-        return _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
+        _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
+        return None
     except Exception as e:  # never turn a working build into a failing one
-        return _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+        _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+        return None
     if run.record.decision == "restored":  # by the link memo
         return rc
     run.record.decision = "distributed"

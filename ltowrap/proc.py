@@ -91,8 +91,10 @@ def spawn(argv: list[str], output: str | None = None, watch: bool = False, keep_
         fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
     try:
-        extra = {} if sigmask is None else {"setsigmask": sigmask}
-        pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, **extra)
+        if sigmask is None:
+            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions)
+        else:
+            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, setsigmask=sigmask)
     finally:
         if fd >= 0:
             os.close(fd)

@@ -421,19 +421,19 @@ def _interface(tree: Node, summarised: list[Node]) -> list[str]:
             raise _Unknown("string table layout")
         strtab = record_bytes(blobs[0][1:])
     out: list[str] = [f"interface {FORMAT}"]
-    modules = 0
+    count = 0
     for top in tree.items:
         if not isinstance(top, Node):
             out.append("rec " + ints_text(top))
         elif top.bid == MODULE_BLOCK_ID:
             if imported is None or top is imported:
-                modules += 1
+                count += 1
                 out += _module_interface(top, strtab)
         elif top.bid not in (BLOCKINFO_BLOCK_ID, STRTAB_BLOCK_ID, SYMTAB_BLOCK_ID):
             out += top.lines()  # IDENTIFICATION: the producer
         # SYMTAB: the linker's symbol table, made from the module's global values.
-    if modules != 1:
-        raise _Unknown(f"{modules} modules")
+    if count != 1:
+        raise _Unknown(f"{count} modules")
     return out
 
 
