@@ -104,7 +104,7 @@ def decode(blob: bytes) -> Entry | None:
     return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
 
 
-def encode_data(data: object) -> bytes:
+def encode_data(data: Any) -> bytes:
     """A structured payload (see the grammar above)."""
     return marshal.dumps(data)
 
@@ -349,7 +349,7 @@ class Cache:
         extra = (pending.counts.get("bytes_added", 0) - pending.counts.get("bytes_removed", 0)) if pending else 0
         if cache_bytes(summed) + extra <= self.max_size:
             return
-        self.trim(int(self.max_size * 0.9), blocking=False, counted=cache_bytes(summed) + extra)
+        self.trim(int(self.max_size * 0.9), blocking=False, counted=int(cache_bytes(summed) + extra))
 
     def trim(self, target: int, blocking: bool = True, counted: int | None = None, older_than: float | None = None) -> int:
         """Evict least recently used files down to `target` bytes; returns files removed."""

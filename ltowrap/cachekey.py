@@ -202,10 +202,10 @@ def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str |
     own), or None when the shard or a module it names cannot be read."""
     from .formats import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
-    known = isinstance(digest_of, ModuleDigests)
+    digests = digest_of if isinstance(digest_of, ModuleDigests) else None
     try:
-        return shardkey.canonical(shard, digest_of, module, digest_of.interface if known else None,
-                                  digest_of.sample_profiled if known else None)
+        return shardkey.canonical(shard, digest_of, module, digests.interface if digests is not None else None,
+                                  digests.sample_profiled if digests is not None else None)
     except (bitcode.BadBitcode, OSError):
         return None
 

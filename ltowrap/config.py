@@ -25,12 +25,19 @@ from .cachedirs import LINK_LOG
 TYPE_CHECKING = False  # typing and collections.abc cost milliseconds: for type checkers only
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
-    from typing import Any, Generic, TypeVar, overload
+    from typing import Any, TypeVar, overload
+    from typing import Generic as _Row
 
     T = TypeVar("T")
-    _Row = Generic[T]
 else:
-    _Row = object
+
+    class _Row:
+        """Generic, to a type checker (Setting[str]), without importing typing."""
+
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
+    T = None
 
 APP = "ltowrap"
 ENV_PREFIX = "LTOWRAP_"
@@ -57,9 +64,9 @@ def parse_bool(v: object) -> bool:
 
 
 def _int(v: object) -> int:
-    if isinstance(v, (bool, float)):
+    if isinstance(v, (bool, float)) or not isinstance(v, (int, str)):
         raise ValueError(f"expected an integer, got {v!r}")
-    return int(v)  # type: ignore[call-overload]
+    return int(v)
 
 
 def parse_size(v: object) -> int:
@@ -88,9 +95,9 @@ def _str(v: object) -> str:
 
 
 def _fraction(v: object) -> float:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError(f"expected a fraction from 0 to 1, got {v!r}")
-    f = float(v)  # type: ignore[arg-type]
+    f = float(v)
     if not 0 <= f <= 1:
         raise ValueError(f"expected a fraction from 0 to 1, got {v!r}")
     return f
@@ -135,9 +142,9 @@ def _platform(v: object) -> str:
 
 
 def _seconds(v: object) -> float:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError(f"expected a number of seconds, got {v!r}")
-    seconds = float(v)  # type: ignore[arg-type]
+    seconds = float(v)
     if seconds <= 0:
         raise ValueError(f"expected a positive number of seconds, got {v!r}")
     return seconds
@@ -156,10 +163,10 @@ def _choice(*allowed: str) -> Callable[[object], str]:
 # --- the table -----------------------------------------------------------------------------------
 
 
-class Setting(_Row):  # type: ignore[valid-type,misc]
+class Setting(_Row[T]):
     """One row of the table; on a Settings instance, the attribute reads that setting's value."""
 
-    def __init__(self, default: Any, parse: Callable[[object], Any], doc: str, old_env: tuple[str, ...] = (),
+    def __init__(self, default: T, parse: Callable[[object], T], doc: str, old_env: tuple[str, ...] = (),
                  output: bool = False) -> None:
         self.default = default
         self.parse = parse

@@ -80,7 +80,9 @@ class Record:
         self.spans.append([name, round(start, 4), round(end, 4)])
 
     def to_json(self) -> dict:
-        return _without_none(asdict(self))
+        out = _without_none(asdict(self))
+        assert isinstance(out, dict)  # a dict's is a dict
+        return out
 
 
 def _without_none(value: object) -> object:

@@ -28,6 +28,8 @@ from .linkline import cmdline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the stages are imported past the link memo (_link)
+    from collections.abc import Sequence
+
     from .stages.diagnostics import Printed
     from .stages.plan import LinkPlan, Module
 
@@ -37,7 +39,7 @@ CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC
 
 def run_linker(real: list[str], args: list[str], original: list[str] | None = None,
                settings: config.Settings | None = None, direct: linkdirect.Lane | None = None,
-               spans: list[tuple[str, float, float]] = ()) -> int:
+               spans: Sequence[tuple[str, float, float]] = ()) -> int:
     """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
 
     `original` is the user's driver command when the clang entry found the link line
@@ -82,15 +84,18 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkd
         if e.reason is Reason.NO_BITCODE:
             run.stats.add("links_passthrough")
             return None
-        return _fall_back(run, e.reason, str(e))
+        _fall_back(run, e.reason, str(e))
+        return None
     except ToolFailed as e:
-        return _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})",
-                          e.output)
+        _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})", e.output)
+        return None
     except OSError as e:
         where = f" '{e.filename}'" if e.filename else ""
-        return _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
+        _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
+        return None
     except Exception as e:  # never turn a working build into a failing one
-        return _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+        _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+        return None
     if run.record.decision == "restored":  # by the link memo
         return rc
     run.record.decision = "distributed"
@@ -108,21 +113,15 @@ def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "
     return None
 
 
-# Options of features that came in some lld release (toolchain.LLD_PROBES): a link naming one
-# this lld does not take runs unchanged, and lld says so itself, rather than fail halfway.
-GATED_OPTIONS = {"fat-lto-objects": "fat-lto-objects", "thinlto-emit-index-files": "thinlto-emit-index-files",
-                 "thinlto-distributor": "thinlto-distributor"}
-
-
-def _gate_options(run: jobrun.JobRun, ld: str, args: list[str]) -> None:
-    """Unsupported(LINKER_OPTION) if the link names a gated option this ld.lld does not take."""
-    named = [a for a in args if a.startswith("-") and a.lstrip("-").split("=", 1)[0] in GATED_OPTIONS]
-    if not named:
+def _gate_options(run: jobrun.JobRun, ld: str, gated: list[tuple[str, str]]) -> None:
+    """Unsupported(LINKER_OPTION) if the link names an option of a feature this ld.lld does not
+    take (cmdline.Line.gated): the link runs unchanged and lld says so itself, rather than fail halfway."""
+    if not gated:
         return
     facts = run.linker_facts(ld)
-    for a in named:
-        if GATED_OPTIONS[a.lstrip("-").split("=", 1)[0]] not in facts["takes"]:
-            raise Unsupported(Reason.LINKER_OPTION, f"{a.split('=', 1)[0]}: {facts['version'] or ld} does not take it")
+    for feature, option in gated:
+        if feature not in facts["takes"]:
+            raise Unsupported(Reason.LINKER_OPTION, f"{option}: {facts['version'] or ld} does not take it")
 
 
 def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
@@ -149,8 +148,9 @@ def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
 def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
     cwd = os.getcwd()
     t = time.time()
-    _gate_options(run, real[0], args)
-    command = cmdline.parse(args, cwd)
+    line = cmdline.expand(args, cwd)
+    _gate_options(run, real[0], line.gated())
+    command = cmdline.parse_line(line, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
     run.record.span("memo lookup", t, time.time())

@@ -91,24 +91,28 @@ def spawn(argv: list[str], output: str | None = None, watch: bool = False, keep_
         fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
     try:
-        extra = {} if sigmask is None else {"setsigmask": sigmask}
-        pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, **extra)
+        if sigmask is None:
+            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions)
+        else:
+            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, setsigmask=sigmask)
     finally:
         if fd >= 0:
             os.close(fd)
     return Child(pid, os.pidfd_open(pid) if watch else -1)
 
 
-def capture(argv: list[str], cwd: str | None = None, merge: bool = False) -> tuple[int, bytes, bytes]:
-    """Run a guarded tool to completion: (exit code, stdout, stderr); stderr is in stdout if `merge`.
+def capture(argv: list[str], cwd: str | None = None, merge: bool = False, env: Mapping[str, str] | None = None,
+            guard: bool = True) -> tuple[int, bytes, bytes]:
+    """Run a tool to completion: (exit code, stdout, stderr); stderr is in stdout if `merge`.
 
-    A tool that cannot be started gives 127 and the reason on stderr.
+    `env` (default: ours) and `guard` as exec_tool's. A tool that cannot be started gives 127
+    and the reason on stderr.
     """
     import subprocess
 
     try:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
-                              cwd=cwd, env=tool_env())
+                              cwd=cwd, env=tool_env(env, guard))
     except OSError as e:
         return 127, b"", f"cannot run {argv[0]}: {e.strerror}".encode()
     return done.returncode, done.stdout, done.stderr or b""

@@ -6,10 +6,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from io import TextIOBase
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
-def wanted(setting: str, stream: TextIOBase = sys.stderr) -> bool:
+def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
     if setting in ("0", "1"):
         return setting == "1"
     return stream.isatty()
@@ -19,7 +22,7 @@ def wanted(setting: str, stream: TextIOBase = sys.stderr) -> bool:
 class Progress:
     name: str
     total: int
-    stream: TextIOBase = sys.stderr
+    stream: TextIO = sys.stderr
     start: float = field(default_factory=time.time)
     shown: bool = False
 

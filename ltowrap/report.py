@@ -21,7 +21,6 @@ compile here its lane among the link's compiles and its slot in the machine's po
 from __future__ import annotations
 
 import html as _html
-import json
 import os
 import time
 from collections.abc import Iterable

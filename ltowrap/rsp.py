@@ -44,14 +44,14 @@ def tokenize_gnu(text: str) -> list[str]:
     i = 0
     while i < len(text):
         c = text[i]
-        if quote:
+        if quote and word is not None:  # a quote is only opened inside a word
             if c == quote:
                 quote = ""
             elif c == "\\" and i + 1 < len(text):
                 i += 1
-                word.append(text[i])  # type: ignore[union-attr]
+                word.append(text[i])
             else:
-                word.append(c)  # type: ignore[union-attr]
+                word.append(c)
         elif c in " \t\r\n":
             if word is not None:
                 words.append("".join(word))

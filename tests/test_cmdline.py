@@ -8,7 +8,7 @@ import pytest
 
 from ltowrap.errors import Unsupported
 from ltowrap.linkline import ldscript
-from ltowrap.linkline.cmdline import LinkCommand, LtoOptions, expand_response_files, parse
+from ltowrap.linkline.cmdline import LinkCommand, LtoOptions, expand, expand_response_files, parse, parse_line
 
 
 def inputs(argv: list[str], cwd: str = ".") -> list[str]:
@@ -180,6 +180,19 @@ def test_output_kind(argv, shared, pie, relocatable):
 def test_fat_lto_objects(argv, fat):
     cmd = parse(["a.o", *argv])
     assert cmd.fat_lto_objects == fat and [a.input for a in cmd.inputs()] == ["a.o"]
+
+
+def test_gated_options_are_seen_inside_response_files(tmp_path):
+    """Options of a feature some lld release lacks, as lld reads them: from a response file too,
+    and before a refused one (the caller checks them first)."""
+    (tmp_path / "opts.rsp").write_text("--fat-lto-objects\n--thinlto-distributor=/bin/d\n")
+    line = expand(["a.o", "@opts.rsp", "--thinlto-emit-index-files"], str(tmp_path))
+    assert line.gated() == [("fat-lto-objects", "--fat-lto-objects"), ("thinlto-distributor", "--thinlto-distributor"),
+                            ("thinlto-emit-index-files", "--thinlto-emit-index-files")]
+    assert line.responses == (str(tmp_path / "opts.rsp"),)
+    assert expand(["a.o", "--fatal-warnings", "-o", "x"]).gated() == []
+    with pytest.raises(Unsupported):
+        parse_line(line, str(tmp_path))
 
 
 # --- per-input state -----------------------------------------------------------------------------

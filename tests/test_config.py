@@ -115,7 +115,7 @@ def test_every_setting_has_an_environment_variable(cfg):
         "backend_opts": "link", "sections": "module", "memo": "0", "small_link": "3", "use_lld": "0", "clang": "/usr/bin/clang", "keep": "yes", "debug": "on",
         "verbose": "1", "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": "4", "remote_local": "0",
-        "remote_timeout": "5", "remote_exec_timeout": "60", "verbose": "1", "verify": "0.25",
+        "remote_timeout": "5", "remote_exec_timeout": "60", "verify": "0.25",
         "remote_platform": "OSFamily=linux,pool=big", "remote_compiler": "/opt/llvm/bin/clang"}.items()})
     values = resolve(env)
     assert {k: o for k, (_, o) in values.items()} == {k: f"LTOWRAP_{k.upper()}" for k in ROWS}
@@ -124,7 +124,7 @@ def test_every_setting_has_an_environment_variable(cfg):
         "backend_opts": "link", "sections": "module", "memo": False, "small_link": 3, "use_lld": False, "clang": "/usr/bin/clang", "keep": True, "debug": True,
         "verbose": True, "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": 4, "remote_local": False,
-        "remote_timeout": 5.0, "remote_exec_timeout": 60.0, "verbose": True, "verify": 0.25,
+        "remote_timeout": 5.0, "remote_exec_timeout": 60.0, "verify": 0.25,
         "remote_platform": "OSFamily=linux,pool=big", "remote_compiler": "/opt/llvm/bin/clang"}
 
 

@@ -86,6 +86,19 @@ def test_subpackages_import_nothing_on_their_own():
     assert [str(p.relative_to(ROOT)) for p in inits if p.read_text()] == []
 
 
+# What starts a process, outside proc.py: the subprocess module, and os's own ways.
+PROCESS_STARTS = re.compile(r"\b(import subprocess|from subprocess|subprocess\.|os\.(system|popen|spawn\w*|posix_spawn\w*"
+                            r"|exec[lv]\w*|fork\w*)\b)")
+
+
+def test_only_proc_starts_processes():
+    """Every process ltowrap starts goes through proc.py (the recursion guard, the environment)."""
+    found = [f"{name}:{n}: {line.strip()}" for name, path in sorted(MODULES.items()) if name != "ltowrap.proc"
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if PROCESS_STARTS.search(line.split("#", 1)[0])]
+    assert found == []
+
+
 def test_the_check_finds_a_cycle():
     """The check itself: a back edge (a cycle) is reported."""
     imports = {"ltowrap.a": {"ltowrap.b"}, "ltowrap.b": {"ltowrap.a"}}

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from helpers import LLVM_VERSIONS, toolchain
+from ltowrap import toolchain as tools
 from ltowrap.errors import Reason
 from ltowrap.linkline import lldopts
 from ltowrap.linkline.lldopts import OPTIONS, TAKES_VALUE, match
@@ -36,6 +37,15 @@ def test_no_spelling_has_two_meanings():
 def test_the_roles_cmdline_reads_are_all_in_the_table():
     used = {o.role for o in OPTIONS if o.role}
     assert used == lldopts.ROLES
+
+
+def test_every_gate_is_a_feature_ld_lld_is_asked_about():
+    """A `probe=` names a toolchain.LLD_PROBES feature, which pipeline checks against lld's answer."""
+    gated = {name: o.probe for o in OPTIONS if o.probe for name in o.names}
+    assert set(gated.values()) <= set(tools.LLD_PROBES)
+    assert gated == {"fat-lto-objects": "fat-lto-objects", "no-fat-lto-objects": "fat-lto-objects",
+                     "thinlto-emit-index-files": "thinlto-emit-index-files",
+                     "thinlto-distributor": "thinlto-distributor", "thinlto-distributor-arg": "thinlto-distributor"}
 
 
 @pytest.mark.parametrize(

@@ -215,6 +215,62 @@ def test_irmodule_on_damaged_bitcode_knows_or_says_so(project, tc22):
     assert refusals(irmodule.read, (project / "m.o").read_bytes(), seed=20, rounds=400) > 0
 
 
+def test_cut_bitcode_is_refused_and_a_reader_bug_is_not(project, tc22, monkeypatch):
+    """A module cut short anywhere: each reader gives what the whole file gives, or BadBitcode
+    (the reader's own error for input that ends early), nothing else. An IndexError inside a
+    reader is a bug, and comes out as one rather than as 'bad bitcode'."""
+    write(project / "m.c", SOURCE)
+    run([tc22.clang, "-O2", "-g", "-flto=thin", "-c", "m.c", "-o", "m.o"], project)
+    data = (project / "m.o").read_bytes()
+    readers = (irmodule.read, irmodule.inline_asm, irmodule.producer)
+    whole = [read(data) for read in readers]
+    assert whole[2].startswith("LLVM22")
+    refused = set()
+    for cut in range(8, len(data), max(1, len(data) // 300)):
+        for i, read in enumerate(readers):
+            try:
+                assert read(data[:cut]) == whole[i], (read.__name__, cut)
+            except BadBitcode:
+                refused.add(read.__name__)
+    assert refused == {"read", "inline_asm", "producer"}
+    assert irmodule.producer(data[:4096]) == whole[2]  # what a backend job reads of a module
+
+    def bug(*args):
+        raise IndexError("a bug")
+
+    monkeypatch.setattr(irmodule._Module, "read", bug)
+    with pytest.raises(IndexError):
+        irmodule.read(data)
+    monkeypatch.setattr(irmodule._AsmReader, "read", bug)
+    with pytest.raises(IndexError):
+        irmodule.inline_asm(data)
+
+
+def test_an_abbreviation_llvm_refuses_is_bad_bitcode():
+    """An abbreviation whose array has no element type, or that gives a record no code, is
+    refused as LLVM's reader refuses it, not met later as an IndexError."""
+    from ltowrap.formats.bitcode import _Writer, define_abbrev, Reader
+
+    for ops in ([(1, 8), (3, None)], [(3, None), (1, 8)], [], [(5, None), (1, 8)], [(1, 8), (5, None), (1, 8)]):
+        w = _Writer()
+        w.vbr(len(ops), 5)
+        for enc, width in ops:
+            w.fixed(0, 1)
+            w.fixed(enc, 3)
+            if width is not None:
+                w.vbr(width, 5)
+        with pytest.raises(BadBitcode):
+            define_abbrev(Reader(w.data()))
+    w = _Writer()
+    w.vbr(3, 5)
+    for enc, width in [(1, 8), (3, None), (2, 6)]:
+        w.fixed(0, 1)
+        w.fixed(enc, 3)
+        if width is not None:
+            w.vbr(width, 5)
+    assert define_abbrev(Reader(w.data())) == [("fixed", 8), ("array", 0), ("vbr", 6)]
+
+
 def _relocatable():
     from ltowrap.linkline.cmdline import parse
 

@@ -413,3 +413,27 @@ def test_records_passed_over_change_no_interface(tc, tmp_path, monkeypatch, flag
     whole = interface.module_interface(data)
     monkeypatch.setattr(interface._ModuleTree, "unread", lambda self, block: ())
     assert whole == interface.module_interface(data) and whole.startswith(f"interface {shardkey.FORMAT} whole (test)")
+
+
+def test_a_cut_module_is_refused_and_a_reader_bug_is_not(tc22, tmp_path, monkeypatch):
+    """A module cut short anywhere: module_interface raises BadBitcode, the reader's own error
+    (a shard that names the module is then keyed by its bytes), or reads what is there. An
+    IndexError in the reader is a bug: it comes out as one, not as a 'whole' interface."""
+    write(tmp_path / "m.c", DEBUG_SRC)
+    run([tc22.clang, "-O2", "-g", "-flto=thin", "-c", "m.c", "-o", "m.o"], tmp_path)
+    data = (tmp_path / "m.o").read_bytes()
+    cuts = range(8, len(data), max(1, len(data) // 300))
+    refused = 0
+    for cut in cuts:
+        try:
+            interface.module_interface(data[:cut])
+        except bitcode.BadBitcode:
+            refused += 1
+    assert refused == len(cuts)  # every block's length word says it runs past the end
+
+    def bug(*args):
+        raise IndexError("a bug")
+
+    monkeypatch.setattr(interface, "_interface", bug)
+    with pytest.raises(IndexError):
+        interface.module_interface(data)

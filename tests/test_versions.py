@@ -35,6 +35,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from helpers import (Toolchain, links, log_lines, ltowrap_env, relative_digests, run, stats_json, toolchain, wrapper,
                      write)
 from ltowrap import cachekey
@@ -392,6 +394,32 @@ def test_gates(any_tc, project, tmp_path):
         rec = links(tmp_path)[-1]
         assert "--fat-lto-objects" in rec["argv"] and rec["decision"] == "distributed" and rec["modules"] == 2, rec
         assert run(["./prog-fat", "x"], project, check=False).returncode == 15
+
+
+@pytest.mark.parametrize("version,flag", [(16, "--fat-lto-objects"), (14, "--fat-lto-objects"),
+                                          (14, "--thinlto-emit-index-files")])
+def test_gate_in_response_file(version, flag, project, tmp_path):
+    """A gated option that comes inside an @response file is checked as one on the command
+    line is: on an lld without it, the link runs unchanged, with lld's own error, exactly as
+    without ltowrap (it once went by unchecked, and the thin-link failed on it)."""
+    tc = toolchain(version)
+    assert flag.lstrip("-") not in facts(tc)["takes"]
+    env = ltowrap_env(tc)
+    write(project / "a.c", "int b(int);\nint main(int c, char **v) { return b(c); }\n")
+    write(project / "b.c", "int b(int x) { return x * 7; }\n")
+    for n in "ab":
+        run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", f"{n}.c"], project, env=env)
+    write(project / "opts.rsp", f"--as-needed\n{flag}\n")
+    argv = ["-fuse-ld=lld", "-flto=thin", "a.o", "b.o", "-Wl,@opts.rsp", "-o", "prog"]
+    plain = run([tc.clang, *argv], project, check=False)
+    ours = run([wrapper("ltowrap-clang"), *argv], project, env=env, check=False)
+    assert plain.returncode != 0 and f"unknown argument '{flag}'" in plain.stderr, plain.stderr
+    assert ours.returncode == plain.returncode
+    (said,) = [line for line in ours.stderr.splitlines(keepends=True) if line.startswith("ltowrap:")]
+    assert f" {flag}: " in said and "does not take it; running the link unchanged" in said, said
+    assert ours.stderr.replace(said, "") == plain.stderr
+    assert _fallback(tmp_path)["reason"] == "linker_option"
+    assert stats_json(env)["fallback_reasons"] == {"linker_option": 1}
 
 
 # ---------------------------------------------------------------- mixed releases

@@ -11,6 +11,10 @@ from ..cache import Cache
 from ..cachedirs import TMP
 from ..config import Settings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..remote.client import Client
+
 
 def run(settings: Settings, a: argparse.Namespace) -> int:
     """Check the setup and say what to fix; exit 1 if something is broken."""
@@ -121,7 +125,7 @@ def _digest_function(value: int) -> str:
     return names.get(value, str(value))
 
 
-def _remote_probe(settings: Settings, client) -> tuple[bool, str, str]:  # type: ignore[no-untyped-def]
+def _remote_probe(settings: Settings, client: Client) -> tuple[bool, str, str]:
     """Run `<remote compiler> --version` on a worker with the configured platform properties."""
     from .. import toolchain
     from ..config import platform_properties

@@ -9,6 +9,10 @@ import time
 from .. import stats
 from ..config import Settings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -21,7 +25,7 @@ def _human(n: float) -> str:
 def stats_json(settings: Settings) -> dict:
     summed = stats.summary(settings.cache_dir)
     c = summed["counts"]
-    out = {name: round(float(c.get(name, 0)), 3) if kind == "seconds" else int(c.get(name, 0))
+    out: dict[str, Any] = {name: round(float(c.get(name, 0)), 3) if kind == "seconds" else int(c.get(name, 0))
            for name, kind, *_ in stats.COUNTERS if kind != "size"}
     total = out["backend_hits"] + out["backend_misses"]
     out["backend_hit_rate"] = round(out["backend_hits"] / total, 4) if total else None

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 
-from .. import log, logfile
+from .. import log, logfile, proc
 from ..config import Settings
 from .stats import stats_json
 
@@ -30,10 +29,12 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
     failed = 0
     for r in todo:
         env = {**os.environ, "LTOWRAP_VERIFY": "1", "LTOWRAP_REAL_LD": r["argv"][0]}
-        done = subprocess.run([entry, *r["argv"][1:]], cwd=r["cwd"], env=env, capture_output=True, text=True)
-        if done.returncode != 0:
+        # Not guarded: the ld.lld entry is to distribute the link, not pass it through.
+        rc, _, err = proc.capture([entry, *r["argv"][1:]], cwd=r["cwd"], env=env, guard=False)
+        if rc != 0:
             failed += 1
-            print(f"ltowrap verify: the link of {r['cwd']} exited {done.returncode}:\n{done.stderr}", file=sys.stderr)
+            print(f"ltowrap verify: the link of {r['cwd']} exited {rc}:\n{err.decode(errors='replace')}",
+                  file=sys.stderr)
     after = stats_json(settings)
     checks = after["verify_checks"] - before["verify_checks"]
     mismatches = after["verify_mismatches"] - before["verify_mismatches"]

@@ -222,6 +222,8 @@ class Reader:
             return [ord(CHAR6[c]) for c in self.run(n, "fixed", 6)]
         if kind not in ("vbr", "fixed") or (kind == "vbr" and width < 2):
             raise BadBitcode(f"an array of {kind}")
+        if n * max(width, 1) > self.end - self.pos:  # as LLVM's isSizePlausible: a damaged count
+            raise BadBitcode("read past the end")
         data, pos, mask = self.data, self.pos, (1 << width) - 1
         out: list[int] = []
         if kind == "fixed":
@@ -261,6 +263,8 @@ class Reader:
         """Move past n VBR6 fields. A field ends at a chunk whose high bit is clear, so n fields
         take n chunks plus one per set high bit among them: counted in one window, widened until
         the count holds (most records are a few hundred bits, most fields one chunk)."""
+        if 6 * n > self.end - self.pos:
+            raise BadBitcode("read past the end")
         chunks = n
         while True:
             start = self.pos >> 3
@@ -318,6 +322,15 @@ def define_abbrev(r: Reader) -> Abbrev:
             ops.append(({3: "array", 4: "char6", 5: "blob"}[enc], 0))
         else:
             raise BadBitcode(f"bad abbreviation encoding {enc}")
+    # What LLVM's reader refuses too (BitstreamCursor::ReadAbbrevRecord, readRecord): a record
+    # then always has its code, an array its element type, a blob nothing after it.
+    kinds = [kind for kind, _ in ops]
+    if not ops or kinds[0] in ("array", "blob"):
+        raise BadBitcode("an abbreviation without a code")
+    if "array" in kinds and (kinds.index("array") != len(ops) - 2 or kinds[-1] in ("array", "blob")):
+        raise BadBitcode("an abbreviation's array not second to last")
+    if "blob" in kinds[:-1]:
+        raise BadBitcode("an abbreviation's blob not last")
     return ops
 
 
@@ -540,6 +553,8 @@ def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[A
             else:
                 values = read_record(r, abbrev)
         if block is not None and block.bid == BLOCKINFO_BLOCK_ID and values and values[0] == 1:  # SETBID
+            if len(values) < 2:
+                raise BadBitcode("SETBID without a block id")
             current_bid = values[1]
         visitor.record(block, values)
     if block is not None:
@@ -549,6 +564,15 @@ def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[A
 def walk_stream(stream: bytes, visitor: Visitor) -> None:
     """Walk a whole bitstream (bitstream() of a file) from its top level."""
     walk(top_level(stream), 2, None, {}, visitor)
+
+
+def record_bytes(chars: list[int]) -> bytes:
+    """A string record's characters as bytes (LLVM keeps each as a field: a char6 or 8-bit array
+    element, or a blob byte); BadBitcode for one above 255."""
+    try:
+        return bytes(chars)
+    except ValueError:
+        raise BadBitcode("a character above 255 in a string") from None
 
 
 def ints_text(values: list[int] | tuple[int, ...]) -> str:
@@ -680,7 +704,7 @@ def metadata_strings(count: int, offset: int, blob: bytes) -> list[bytes]:
 
 
 def _module_path(values: list[int]) -> str:
-    return bytes(values[2:]).decode("utf-8", "surrogateescape")
+    return record_bytes(values[2:]).decode("utf-8", "surrogateescape")
 
 
 def _is_entry(values: list[int]) -> bool:

@@ -62,7 +62,7 @@ from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_FLOAT, CST
     TYPE_CODE_LABEL, TYPE_CODE_METADATA, TYPE_CODE_NUMENTRY, TYPE_CODE_OPAQUE, TYPE_CODE_OPAQUE_POINTER, \
     TYPE_CODE_PPC_FP128, TYPE_CODE_STRUCT_ANON, TYPE_CODE_STRUCT_NAME, TYPE_CODE_STRUCT_NAMED, TYPE_CODE_TARGET_TYPE, \
     TYPE_CODE_TOKEN, TYPE_CODE_VECTOR, TYPE_CODE_VOID, TYPE_CODE_X86_AMX, TYPE_CODE_X86_FP80, TYPE_CODE_X86_MMX, \
-    VALUE_SYMTAB_BLOCK_ID, Block, Node, TreeBuilder, bitstream, ints_text, metadata_strings, walk_stream
+    VALUE_SYMTAB_BLOCK_ID, Block, Node, TreeBuilder, bitstream, ints_text, metadata_strings, record_bytes, walk_stream
 from .shardkey import FORMAT
 
 SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID})  # not even read
@@ -173,7 +173,7 @@ class _Types:
             if code == TYPE_CODE_NUMENTRY:
                 continue
             if code == TYPE_CODE_STRUCT_NAME:
-                pending = bytes(item[1:])
+                pending = record_bytes(item[1:])
                 continue
             if code != TYPE_CODE_STRUCT_ANON and code not in PRIMITIVE_TYPES and code not in (
                     TYPE_CODE_OPAQUE, TYPE_CODE_INTEGER, TYPE_CODE_ARRAY, TYPE_CODE_VECTOR, TYPE_CODE_STRUCT_NAMED,
@@ -358,7 +358,7 @@ def _metadata(node: Node, values: _Values) -> list[str]:
         if code not in MD_KNOWN:
             raise _Unknown(f"metadata record {code}")
         if code == METADATA_STRINGS:
-            ids += ["s" + s.hex() for s in metadata_strings(item[1], item[2], bytes(item[3:]))]
+            ids += ["s" + s.hex() for s in metadata_strings(item[1], item[2], record_bytes(item[3:]))]
         elif code in MD_DEBUG:
             ids.append("debug")
         elif code == METADATA_VALUE:
@@ -370,7 +370,7 @@ def _metadata(node: Node, values: _Values) -> list[str]:
             nodes[len(ids)] = (f"node{code}", [v - 1 for v in item[1:]])  # 0: null
             ids.append(f"#{len(ids)}")
         elif code == METADATA_NAME:
-            name = bytes(item[1:]).hex()
+            name = record_bytes(item[1:]).hex()
         elif code == METADATA_NAMED_NODE:
             if name is None:
                 raise _Unknown("named node without a name")
@@ -419,21 +419,21 @@ def _interface(tree: Node, summarised: list[Node]) -> list[str]:
         blobs = [r for r in strtabs[0].items if not isinstance(r, Node) and r[0] == STRTAB_BLOB]
         if len(blobs) != 1:
             raise _Unknown("string table layout")
-        strtab = bytes(blobs[0][1:])
+        strtab = record_bytes(blobs[0][1:])
     out: list[str] = [f"interface {FORMAT}"]
-    modules = 0
+    count = 0
     for top in tree.items:
         if not isinstance(top, Node):
             out.append("rec " + ints_text(top))
         elif top.bid == MODULE_BLOCK_ID:
             if imported is None or top is imported:
-                modules += 1
+                count += 1
                 out += _module_interface(top, strtab)
         elif top.bid not in (BLOCKINFO_BLOCK_ID, STRTAB_BLOCK_ID, SYMTAB_BLOCK_ID):
             out += top.lines()  # IDENTIFICATION: the producer
         # SYMTAB: the linker's symbol table, made from the module's global values.
-    if modules != 1:
-        raise _Unknown(f"{modules} modules")
+    if count != 1:
+        raise _Unknown(f"{count} modules")
     return out
 
 
@@ -515,7 +515,7 @@ def module_interface(module: bytes) -> str:
     walk_stream(bitstream(module), tree)
     try:
         lines = _interface(tree.root, tree.summarised)
-    except (_Unknown, IndexError) as e:
+    except _Unknown as e:
         whole = _ModuleTree(whole=True)
         walk_stream(bitstream(module), whole)
         lines = [f"interface {FORMAT} whole ({e})", *_whole(whole.root)]

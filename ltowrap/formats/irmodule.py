@@ -29,8 +29,9 @@ Read with bitcode.py's bitstream reader, as little as possible:
   (bitcode.scan). The top-level STRTAB (every symbol name) is searched for a name an operand could
   print as a directive.
 Records are mostly runs of VBR6 fields, read here one window of bits per batch
-(bitcode.Reader.run) rather than one slice per chunk. Anything unexpected raises BadBitcode: the
-caller then knows nothing rather than something wrong.
+(bitcode.Reader.run) rather than one slice per chunk. Input it cannot take (cut short, damaged)
+raises BadBitcode: the caller then knows nothing rather than something wrong. Any other
+exception is a bug of the reader, and is let through as one.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_INLINEASM,
     METADATA_ATTACHMENT, METADATA_BLOCK_ID, METADATA_DISTINCT_NODE, METADATA_GLOBAL_DECL_ATTACHMENT, METADATA_INDEX, \
     METADATA_INDEX_OFFSET, METADATA_KIND, METADATA_NAME, METADATA_NAMED_NODE, METADATA_NODE, METADATA_STRINGS, \
     METADATA_VALUE, MODULE_BLOCK_ID, MODULE_CODE_ASM, MODULE_CODE_TRIPLE, STRTAB_BLOB, STRTAB_BLOCK_ID, Abbrev, \
-    BadBitcode, Block, Reader, Visitor, bitstream, inside, items, metadata_strings, read_values, scan, top_level, walk
+    BadBitcode, Block, Reader, Visitor, bitstream, inside, items, metadata_strings, read_values, record_bytes, scan, \
+    top_level, walk
 
 # The INLINEASM codes, each with the field its asm string's length is in: OLD, OLD2 and OLD3
 # [flags, n, asm..., m, constraints...]; INLINEASM [fnty, flags, n, asm..., m, constraints...].
@@ -73,17 +75,11 @@ def read(data: bytes, flags: bool = True) -> ModuleFacts:
     flags=False reads the triple only (a few records at the start of the module).
     """
     stream = bitstream(data)
-    top = top_level(stream)
-    try:
-        for item in items(top, 2, []):
-            if isinstance(item, Block) and item.bid == MODULE_BLOCK_ID:
-                return _Module(stream, item, flags).read()
-            if not isinstance(item, Block):
-                raise BadBitcode("a record at the top level")
-    except BadBitcode:
-        raise
-    except (IndexError, KeyError, ValueError, OverflowError) as e:  # damaged records, as the reader met them
-        raise BadBitcode(f"{type(e).__name__}: {e}") from e
+    for item in items(top_level(stream), 2, []):
+        if isinstance(item, Block) and item.bid == MODULE_BLOCK_ID:
+            return _Module(stream, item, flags).read()
+        if not isinstance(item, Block):
+            raise BadBitcode("a record at the top level")
     raise BadBitcode("no module")
 
 
@@ -92,19 +88,16 @@ def producer(data: bytes) -> str:
     """Who wrote the first module of a bitcode file: its IDENTIFICATION block's string
     ('LLVM19.1.7'), '' when it has none; BadBitcode if unreadable. The block comes first."""
     stream = bitstream(data)
-    try:
-        for item in items(top_level(stream), 2, []):
-            if not isinstance(item, Block):
-                raise BadBitcode("a record at the top level")
-            if item.bid == MODULE_BLOCK_ID:
-                return ""
-            if item.bid == IDENTIFICATION_BLOCK_ID:
-                for values in items(inside(stream, item), item.width, []):
-                    if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
-                        return bytes(values[1:]).decode("ascii", "replace")
-                return ""
-    except (IndexError, KeyError, ValueError, OverflowError) as e:
-        raise BadBitcode(f"{type(e).__name__}: {e}") from e
+    for item in items(top_level(stream), 2, []):
+        if not isinstance(item, Block):
+            raise BadBitcode("a record at the top level")
+        if item.bid == MODULE_BLOCK_ID:
+            return ""
+        if item.bid == IDENTIFICATION_BLOCK_ID:
+            for values in items(inside(stream, item), item.width, []):
+                if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
+                    return record_bytes(values[1:]).decode("ascii", "replace")
+            return ""
     return ""
 
 
@@ -129,20 +122,15 @@ def inline_asm(data: bytes) -> ModuleAsm:
     found = ModuleAsm((), ())
     modules = 0
     strtab: bytes | None = None
-    try:
-        for item in items(top_level(stream), 2, []):
-            if not isinstance(item, Block):
-                raise BadBitcode("a record at the top level")
-            if item.bid == MODULE_BLOCK_ID:
-                found = _AsmReader(stream, item, found).read()
-                modules += 1
-            elif item.bid == STRTAB_BLOCK_ID:
-                r = inside(stream, item)
-                strtab = b"".join(bytes(v[1:]) for v in scan(r, item.width, [], {STRTAB_BLOB}) if isinstance(v, list))
-    except BadBitcode:
-        raise
-    except (IndexError, KeyError, ValueError, OverflowError) as e:
-        raise BadBitcode(f"{type(e).__name__}: {e}") from e
+    for item in items(top_level(stream), 2, []):
+        if not isinstance(item, Block):
+            raise BadBitcode("a record at the top level")
+        if item.bid == MODULE_BLOCK_ID:
+            found = _AsmReader(stream, item, found).read()
+            modules += 1
+        elif item.bid == STRTAB_BLOCK_ID:
+            r = inside(stream, item)
+            strtab = b"".join(record_bytes(v[1:]) for v in scan(r, item.width, [], {STRTAB_BLOB}) if isinstance(v, list))
     if not modules:
         raise BadBitcode("no module")
     spelt = strtab is None or _DIRECTIVE_NAME.search(strtab) is not None
@@ -198,11 +186,7 @@ class _AsmReader:
 
 
 def _text(chars: list[int]) -> str:
-    """A string record's characters (LLVM keeps each as a field, a char6 or 8-bit array element
-    or a blob byte)."""
-    if any(c > 255 for c in chars):
-        raise BadBitcode("a character above 255 in a string")
-    return bytes(chars).decode("utf-8", "surrogateescape")
+    return record_bytes(chars).decode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -229,7 +213,7 @@ class _Module:
                 elif item.bid == METADATA_BLOCK_ID and self.want_flags:
                     return ModuleFacts(self.triple, _Metadata(self, item).module_flags())
             elif item[0] == MODULE_CODE_TRIPLE:
-                self.triple = bytes(item[1:]).decode("utf-8", "surrogateescape")
+                self.triple = _text(item[1:])
                 if not self.want_flags:
                     return ModuleFacts(self.triple)
             elif item[0] in GLOBAL_VALUE_CODES:
@@ -314,7 +298,7 @@ class _Metadata:
                     pos += delta
                     self.positions.append(pos)
             elif kind == METADATA_NAME:
-                name = bytes(values[1:])
+                name = record_bytes(values[1:])
             elif kind == METADATA_NAMED_NODE:
                 if name == MODULE_FLAGS:
                     return values[1:]  # what follows (other names, attachments) is not needed

@@ -81,7 +81,7 @@ from .bitcode import BLOCKINFO_BLOCK_ID, FS_BLOCK_COUNT, FS_CFI_FUNCTION_DECLS, 
     FS_COMBINED_ALIAS, FS_COMBINED_GLOBALVAR_INIT_REFS, FS_COMBINED_ORIGINAL_NAME, FS_COMBINED_PROFILE, FS_FLAGS, \
     FS_TYPE_CHECKED_LOAD_CONST_VCALL, FS_TYPE_CHECKED_LOAD_VCALLS, FS_TYPE_ID, FS_TYPE_TEST_ASSUME_CONST_VCALL, \
     FS_TYPE_TEST_ASSUME_VCALLS, FS_TYPE_TESTS, FS_VALUE_GUID, FS_VERSION, GLOBALVAL_SUMMARY_BLOCK_ID, MODULE_BLOCK_ID, \
-    MODULE_STRTAB_BLOCK_ID, MST_CODE_ENTRY, MST_CODE_HASH, BadBitcode, Node, ints_text, read_tree
+    MODULE_STRTAB_BLOCK_ID, MST_CODE_ENTRY, MST_CODE_HASH, BadBitcode, Node, ints_text, read_tree, record_bytes
 
 # The canonical texts' format (interface.py's too): a new one for any change of a text.
 FORMAT = "shardkey 4"
@@ -160,7 +160,7 @@ def _modules(node: Node, self_path: str | None) -> _Modules:
         if isinstance(item, Node):
             raw.append(f"block {item.bid} inside MODULE_STRTAB")
         elif item[0] == MST_CODE_ENTRY and len(item) >= 2:
-            entries.append((bytes(item[2:]), item[1], []))
+            entries.append((record_bytes(item[2:]), item[1], []))
         elif item[0] == MST_CODE_HASH and entries:
             entries[-1][2].extend(item[1:])
         else:

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from .. import cachekey, config, fsutil, log, optrecords, proc, toolchain
 from ..cache import OBJECTS, Cache, Entry
@@ -50,16 +51,16 @@ if TYPE_CHECKING:
 ASK_AT_ONCE = 8
 
 
-class BackendCommand:
+class BackendCommand(Protocol):
     """How a backend compile is spelled: backend.LinkBackend, distributor.DtltoBackend."""
 
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:
         """dwo: the .dwo name the compile records, for split DWARF (backend.split_dwarf)."""
-        raise NotImplementedError
+        ...
 
     def unrecorded(self, module: Module) -> list[str]:
         """What stands in for `recorded` when a module has none: what it says of itself."""
-        raise NotImplementedError
+        ...
 
 
 @dataclass
@@ -493,7 +494,7 @@ class Executor:
             # Each job with the shard identity its key took: the remote identity names it too,
             # and making it again would parse every shard a second time.
             work = [Work(replace(p.job, shard_identity=p.shard_identity or p.job.shard_identity),
-                         lambda m, s, o, recorded=p.recorded: self.backend.argv(m, s, o, recorded))
+                         partial(self.backend.argv, recorded=p.recorded))
                     for p in sendable]
             self._asking.append(_Asking(sendable, work, self.remote.ask(work), t))
         self._asked_span = (self._asked_span[0] if self._asked_span else t, time.time())
@@ -531,7 +532,8 @@ class Executor:
         job = state.job
         _write(job.output, served.obj)
         self._printed(state, served.stderr)
-        self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, served.obj)
+        if state.key is not None:
+            self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, served.obj)
         self._release(state.key)
         self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
                            waited=state.waited, worker=served.worker, queued=served.queued))
@@ -595,7 +597,8 @@ class Executor:
             for key in list(self._claimed):
                 self._release(key)
             for state in aside:
-                self.cache.claims.forget(OBJECTS, state.key)
+                if state.key is not None:
+                    self.cache.claims.forget(OBJECTS, state.key)
         if failures:
             raise failures[0]
 

@@ -72,12 +72,37 @@ class LinkCommand:
         return [a for a in self.args if a.input is not None]
 
 
+@dataclass(frozen=True)
+class Line:
+    """An ld.lld command line as lld reads it: its @response files expanded, each option with its value."""
+
+    tokens: tuple[_Token, ...]
+    responses: tuple[str, ...]  # the response files read
+
+    def gated(self) -> list[tuple[str, str]]:
+        """(feature, option) for each option of a feature that came in some lld release
+        (lldopts `probe=`: a toolchain.LLD_PROBES key), for the caller to check against what
+        its ld.lld takes; the option as written, without its value."""
+        return [(option.probe, tokens[0].partition("=")[0]) for option, _, _, tokens in self.tokens
+                if option is not None and option.probe is not None]
+
+
+def expand(argv: list[str], cwd: str = ".") -> Line:
+    """ld.lld argv (without argv[0]) -> its Line. Raises Unsupported for a response file lld would not read."""
+    responses: list[str] = []
+    return Line(tuple(_split(expand_response_files(argv, cwd, read=responses))), tuple(responses))
+
+
 def parse(argv: list[str], cwd: str = ".") -> LinkCommand:
     """ld.lld argv (without argv[0]) -> LinkCommand. Raises Unsupported for modes we don't model."""
-    responses: list[str] = []
-    split = _split(expand_response_files(argv, cwd, read=responses))
+    return parse_line(expand(argv, cwd), cwd)
+
+
+def parse_line(line: Line, cwd: str = ".") -> LinkCommand:
+    """An expanded Line -> LinkCommand. Raises Unsupported for modes we don't model."""
+    split = list(line.tokens)
     reader = _Reader(*_search_dirs(split), cwd=cwd)
-    reader.read_files += responses
+    reader.read_files += line.responses
     for option, spelling, value, tokens in split:
         if spelling is None:
             reader.input(tokens)

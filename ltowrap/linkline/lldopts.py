@@ -16,7 +16,9 @@ Each row of TABLE is `kind dashes names... [attributes]`:
   beside -o, so a link writing it can still be memoised), `varies=V` (with the value V, the
   output differs from one link to the next: such a link is never memoised), `role=X` (what ltowrap's link model takes
   from it, see ROLES), `split` / `unsupported` (a link ltowrap does not distribute: it runs
-  unchanged, counted under errors.Reason.ALREADY_SPLIT / UNSUPPORTED_OPTION).
+  unchanged, counted under errors.Reason.ALREADY_SPLIT / UNSUPPORTED_OPTION), `probe=P` (the
+  option came in some lld release: on an ld.lld that does not take toolchain.LLD_PROBES[P], a
+  link naming it runs unchanged, counted under LINKER_OPTION, and lld says why itself).
 Options not in the table are taken as flags; lld itself rejects unknown ones, so such a
 link fails at the thin-link and then runs unchanged, failing as it would without ltowrap.
 
@@ -105,8 +107,8 @@ value     --  export-dynamic-symbol
 value     --  export-dynamic-symbol-list            reads
 separate  -   F
 value     *   filter
-flag      --  fat-lto-objects                       role=fat-lto-objects
-flag      --  no-fat-lto-objects                    role=no-fat-lto-objects
+flag      --  fat-lto-objects                       role=fat-lto-objects probe=fat-lto-objects
+flag      --  no-fat-lto-objects                    role=no-fat-lto-objects probe=fat-lto-objects
 flag      *   fatal-warnings                        role=fatal-warnings
 flag      *   no-fatal-warnings                     role=no-fatal-warnings
 value     *   fini init
@@ -229,10 +231,10 @@ separate  *   Ttext-segment
 joined    *   Ttext-segment
 joined    --  thinlto-cache-dir
 value     --  thinlto-cache-policy
-joined    --  thinlto-distributor thinlto-distributor-arg split
+joined    --  thinlto-distributor thinlto-distributor-arg split probe=thinlto-distributor
 joined    --  thinlto-remote-compiler thinlto-remote-compiler-arg thinlto-remote-compiler-prepend-arg
 flag      --  thinlto-emit-imports-files            writes
-flag      --  thinlto-emit-index-files              split
+flag      --  thinlto-emit-index-files              split probe=thinlto-emit-index-files
 optional  --  thinlto-index-only                    split
 joined    --  thinlto-jobs
 joined    --  thinlto-object-suffix-replace thinlto-prefix-replace
@@ -311,6 +313,7 @@ class Option:
     varies: str | None = None  # with this value the output is new on every link
     role: str | None = None
     refused: Reason | None = None  # the link runs unchanged
+    probe: str | None = None  # the toolchain.LLD_PROBES feature an ld.lld must take for this option
 
     @property
     def name(self) -> str:
@@ -326,12 +329,13 @@ def _rows(text: str) -> list[Option]:
         words = line.split()
         kind, dashes, rest = words[0], words[1], words[2:]
         names = tuple(w for w in rest if w not in ("reads", "writes", "writes=stored", "split", "unsupported")
-                      and not w.startswith(("role=", "varies=")))
+                      and not w.startswith(("role=", "varies=", "probe=")))
         role = next((w[5:] for w in rest if w.startswith("role=")), None)
         varies = next((w[7:] for w in rest if w.startswith("varies=")), None)
+        probe = next((w[6:] for w in rest if w.startswith("probe=")), None)
         refused = Reason.ALREADY_SPLIT if "split" in rest else Reason.UNSUPPORTED_OPTION if "unsupported" in rest else None
         rows.append(Option(names, kind, dashes, "reads" in rest, "writes" in rest or "writes=stored" in rest,
-                           "writes=stored" in rest, varies, role, refused))
+                           "writes=stored" in rest, varies, role, refused, probe))
     return rows
 
 

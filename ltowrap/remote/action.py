@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..formats import bitcode
 from ..stages.backend import Job
@@ -69,7 +70,7 @@ def _serialized(message) -> tuple[Key, bytes]:
     return key_of(data), data
 
 
-def _platform(platform: dict[str, str]) -> protos.Platform:
+def _platform(platform: dict[str, str]) -> Any:  # a protos.Platform
     properties = protos.Platform()
     for name, value in sorted(platform.items()):
         properties.properties.add(name=name, value=value)

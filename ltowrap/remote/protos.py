@@ -8,6 +8,7 @@ says where they come from).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -23,7 +24,7 @@ def _pool() -> descriptor_pool.DescriptorPool:
 _POOL = _pool()
 
 
-def _message(name: str) -> type:
+def _message(name: str) -> Any:  # a message class, made at run time: its fields are unknown to a type checker
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(name))
 
 

@@ -130,7 +130,7 @@ class ModuleReads:
 
         key = cachekey.digest_bytes(f"{self.VERSION}\0{cachekey.FORMAT_VERSION}\0{digest}".encode())
         known = self.cache.get_data(TOOLCHAINS, key, read) if self.cache is not None else None
-        if known is not None:
+        if isinstance(known, (ModuleAsm, str)):  # else a miss
             return known
         found = _read_asm(path)
         if self.cache is not None:

@@ -142,7 +142,7 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
             regular.append(m.path)
     if regular and not (os.path.exists(full_obj) and os.path.getsize(full_obj) > 0):
         raise Unsupported(Reason.THINLINK_OUTPUT, "no object for the regular-LTO modules")
-    full = read_bytes(full_obj) if regular else None
+    full_lto = read_bytes(full_obj) if regular else None
     # lld 22 writes --why-extract for an index-only link; 14, 15, 16 and 19 (tried) write none:
     # there no extractions are known, and the final link extracts what its objects reference.
     extractions = _extractions(read_bytes(why_extract).decode("utf-8", "surrogateescape"), by_path) \
@@ -150,8 +150,8 @@ def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_pref
     unkeyed = _unkeyed(out.decode("utf-8", "surrogateescape"), keyed, store_prefix)
     unstored = None
     if thin_key is not None and not unkeyed:
-        # full: the hit must give the final link the same object.
-        unstored = (thin_key, {"prefix": store_prefix, "full_lto": full,
+        # full_lto: the hit must give the final link the same object.
+        unstored = (thin_key, {"prefix": store_prefix, "full_lto": full_lto,
                                "regular": [p[len(store_prefix) :] for p in regular],
                                "extractions": list(extractions)}, idx)
     if thin_key is not None:
