@@ -49,8 +49,9 @@ DEPFILE = "final.d"
 def outputs(command: LinkCommand) -> tuple[str, ...] | None:
     """Every file the link writes, or None when it writes one the memo does not store (lldopts'
     `writes=stored`) or one that must not be the same twice (`varies`: --build-id=uuid, where a
-    restored copy would repeat the id), or split DWARF (the backend cache restores the .dwo files)."""
-    if command.varies or command.lto.dwo_dir:
+    restored copy would repeat the id), or split DWARF or optimization records (the backend cache
+    restores those files)."""
+    if command.varies or command.lto.dwo_dir or command.lto.remarks_file:
         return None
     files = [command.output]
     for option, value in command.written:
@@ -131,6 +132,8 @@ class Memo:
         if self.outputs is None:
             if self.command.lto.dwo_dir:
                 return "it writes split DWARF (-plugin-opt=dwo_dir=), which the memo does not restore"
+            if self.command.lto.remarks_file:
+                return "it writes optimization records (--opt-remarks-filename), which the memo does not restore"
             return "it writes a file the memo does not model"
         if uncached:
             return self._unmemoised(f"a backend compile is not cached ({uncached[0]})")

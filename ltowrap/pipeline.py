@@ -207,7 +207,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
             run.record.span(name, start, end)
         return 1
-    finallink.write_dwo(jobs)
+    finallink.write_side_outputs(jobs, command.lto.remarks_file)
     extractions = finallink.extraction_object(result, workdir)
     final = finallink.argv(link_plan, result, real, extractions) + (memo.final_link_args(workdir) if memo else [])
     rc, out, err = finallink.run(final, link_plan, result, workdir)

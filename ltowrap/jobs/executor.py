@@ -285,7 +285,8 @@ class Executor:
         if state.key is None:
             return None
         entry = self.cache.get(OBJECTS, state.key)
-        if entry is None or not entry.payload or (state.job.dwo and not isinstance(entry.meta.get("dwo"), bytes)):
+        if entry is None or not entry.payload or \
+                any(not isinstance(entry.meta.get(kind), bytes) for kind, _ in state.job.side_outputs()):
             return None
         if state.verify:
             if state.expected is None:
@@ -295,8 +296,8 @@ class Executor:
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         _write(state.output, entry.payload)
-        if state.job.dwo:
-            _write(backend.dwo_output(state.output), entry.meta["dwo"])
+        for kind, _ in state.job.side_outputs():
+            _write(backend.side_output(state.output, kind), entry.meta[kind])
         state.printed = str(entry.meta.get("printed", ""))
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
@@ -457,7 +458,8 @@ class Executor:
         the files nor this CPU), nor any when this clang reads config files or environment (a
         remote key names the toolchain by its version only): the log says which."""
         why = self.res.local_only or ("it reads files or the CPU of this machine" if state.side else "") or \
-            ("it writes split DWARF, which a remote result does not carry" if state.job.dwo else "")
+            (f"it writes {', '.join(k for k, _ in state.job.side_outputs())} beside its object, which a remote result"
+             " does not carry" if state.job.side_outputs() else "")
         if why:
             state.unserved = why
         return not why
@@ -802,12 +804,12 @@ class Executor:
         except OSError:
             obj = b""
         why = backend.unusable(rc, obj, out)
-        dwo = b""
-        if job.dwo and not why:
+        sides: dict[str, bytes] = {}
+        for kind, _ in job.side_outputs() if not why else ():
             try:
-                dwo = fsutil.read_bytes(backend.dwo_output(job.output))
+                sides[kind] = fsutil.read_bytes(backend.side_output(job.output, kind))
             except OSError:
-                why = "wrote no .dwo"
+                why = f"wrote no .{kind}"
         if why:
             self.cache.stats.add("backend_failures")
             return ToolFailed(state.argv, rc or 1, f"backend compile of {job.module.origin} {why}\n{out}",
@@ -819,10 +821,9 @@ class Executor:
             self._check(state, obj)
         self.cache.stats.add("backend_misses")
         meta: dict = {"seconds": round(seconds, 4), "printed": state.printed}
-        if job.dwo:  # split DWARF: the .dwo is kept with its object (a hit writes both)
-            meta["dwo"] = dwo
+        meta.update(sides)  # split DWARF, optimization records: kept with the object (a hit writes them all)
         self.cache.put(OBJECTS, state.key, meta, obj)
-        if self.remote is not None and not state.side and not self.res.local_only and not job.dwo:
+        if self.remote is not None and not state.side and not self.res.local_only and not sides:
             self.remote.publish(job, obj, state.printed)
         return None
 

@@ -40,6 +40,7 @@ ROLES = frozenset("""
     static dynamic push-state pop-state shared pie no-pie relocatable lto-O mllvm plugin-opt
     sample-profile fat-lto-objects no-fat-lto-objects script nostdlib emulation
     fatal-warnings no-fatal-warnings no-warnings error-limit section-order lto-partitions
+    remarks-file remarks-format remarks-passes
 """.split())
 
 TABLE = """
@@ -179,10 +180,11 @@ letter    -   o                                     role=output
 value     --  output                                role=output
 letter    -   O
 value     --  oformat
-separate  --  opt-remarks-filename                  unsupported writes
-separate  --  opt-remarks-format opt-remarks-passes
-value     --  opt-remarks-hotness-threshold
-flag      --  opt-remarks-with-hotness
+separate  --  opt-remarks-filename                  writes role=remarks-file
+separate  --  opt-remarks-format                    role=remarks-format
+separate  --  opt-remarks-passes                    role=remarks-passes
+value     --  opt-remarks-hotness-threshold         unsupported
+flag      --  opt-remarks-with-hotness              unsupported
 value     *   orphan-handling
 value     --  pack-dyn-relocs
 joined    --  package-metadata
@@ -291,6 +293,9 @@ obj-path                unsupported
 save-temps              unsupported
 dwo_dir=                dwo-dir
 cs-profile              unsupported
+opt-remarks-filename=   remarks-file
+opt-remarks-format=     remarks-format
+opt-remarks-passes=     remarks-passes
 opt-remarks             unsupported
 lto-partitions          unsupported
 stats-file              unsupported

@@ -184,25 +184,52 @@ class Job:
     output: str  # native object to write
     shard_identity: str | None = None  # cachekey.shard_identity, when already known
     dwo: str = ""  # split DWARF: the .dwo's final name, which its skeleton unit records (split_dwarf)
+    remarks: str = ""  # optimization records: the final name of the file the compile writes (split_dwarf)
+
+    def side_outputs(self) -> tuple[tuple[str, str], ...]:
+        """The files the compile writes besides its object, each (kind, final name): the kind is
+        its key in the object entry's meta and its suffix beside the object (side_output)."""
+        return tuple((kind, name) for kind, name in (("dwo", self.dwo), ("remarks", self.remarks)) if name)
 
 
 def split_dwarf(jobs: tuple[Job, ...], regular_modules: tuple[str, ...], cmd: LinkCommand) -> list[Job]:
-    """The jobs, each with the .dwo in-process lld names for it under -plugin-opt=dwo_dir=
-    (LTOBackend's codegen: `<dwo_dir>/<task>.dwo`, the name as given, relative names staying
-    relative). ThinLTO tasks are numbered after regular LTO's (--lto-partitions, 1 by default),
-    in the order lld added the modules, which is the order of the thin-link's object list.
-    In-process lld writes the regular-LTO code's split DWARF too (task 0), which the thin-link's
-    cached object cannot give back: such a link falls back."""
-    if not cmd.lto.dwo_dir:
+    """The jobs, each with the names in-process lld gives the files its task writes besides the
+    object: under -plugin-opt=dwo_dir=, the .dwo (LTOBackend's codegen: `<dwo_dir>/<task>.dwo`,
+    the name as given, relative names staying relative); under --opt-remarks-filename=F, the
+    optimization records (LTO's setupLLVMOptimizationRemarks: `F.thin.<task>.yaml`, the only
+    format ltowrap takes). ThinLTO tasks are numbered after regular LTO's (--lto-partitions, 1
+    by default), in the order lld added the modules, which is the order of the thin-link's
+    object list. In-process lld writes the regular-LTO code's split DWARF and records too (task
+    0, and F itself), which the thin-link's cached object cannot give back: such a link falls back."""
+    dwo_dir, remarks = cmd.lto.dwo_dir, cmd.lto.remarks_file
+    if not dwo_dir and not remarks:
         return list(jobs)
     if regular_modules:
-        raise Unsupported(Reason.UNSUPPORTED_OPTION, "-plugin-opt=dwo_dir= with regular-LTO modules")
-    return [replace(j, dwo=os.path.join(cmd.lto.dwo_dir, f"{cmd.lto.partitions + i}.dwo")) for i, j in enumerate(jobs)]
+        raise Unsupported(Reason.UNSUPPORTED_OPTION, ("-plugin-opt=dwo_dir=" if dwo_dir else "--opt-remarks-filename")
+                          + " with regular-LTO modules")
+    tasks = range(cmd.lto.partitions, cmd.lto.partitions + len(jobs))
+    return [replace(j, dwo=os.path.join(dwo_dir, f"{task}.dwo") if dwo_dir else "",
+                    remarks=f"{remarks}.thin.{task}.yaml" if remarks else "") for task, j in zip(tasks, jobs)]
+
+
+def side_output(output: str, kind: str) -> str:
+    """Where a backend compile writes its side output of this kind (Job.side_outputs): beside its object."""
+    return f"{output}.{kind}"
 
 
 def dwo_output(output: str) -> str:
     """Where a backend compile writes its .dwo: beside its object (the name it records is Job.dwo)."""
-    return output + ".dwo"
+    return side_output(output, "dwo")
+
+
+def remarks_options(cmd: LinkCommand, path: str) -> list[str]:
+    """A backend compile that writes its optimization records to `path`, filtered as the link
+    asks: clang's ThinLTO backend hands them to LTO's, which, given no task number, writes the
+    file under this very name (LTO appends `.thin.<task>.yaml` only in-process)."""
+    opts = ["-Xclang", "-opt-record-file", "-Xclang", path, "-Xclang", "-opt-record-format", "-Xclang", "yaml"]
+    if cmd.lto.remarks_passes:
+        opts += ["-Xclang", "-opt-record-passes", "-Xclang", cmd.lto.remarks_passes]
+    return opts
 
 
 @dataclass(frozen=True)
@@ -221,6 +248,7 @@ class LinkBackend:
             *(recorded or []),
             *forced_options(self.command),
             *(split_dwarf_options(dwo, dwo_output(output)) if dwo else []),
+            *(remarks_options(self.command, side_output(output, "remarks")) if self.command.lto.remarks_file else []),
         ]
 
     def unrecorded(self, module: Module) -> list[str]:

@@ -14,7 +14,7 @@ import re
 
 from .. import fsutil, proc
 from ..formats import depfile, elf
-from .backend import Job, dwo_output
+from .backend import Job, side_output
 from .plan import LinkPlan, Module
 from .thinlink import ThinLinkResult
 
@@ -41,14 +41,18 @@ def extraction_object(result: ThinLinkResult, workdir: str) -> str | None:
     return path
 
 
-def write_dwo(jobs: list[Job]) -> None:
-    """Each split-DWARF job's .dwo, from beside its object to the name its skeleton records
-    (relative to the link's directory, as lld writes it), the directory made as lld makes it
-    (mode 0770 and files 0666, through the umask)."""
+def write_side_outputs(jobs: list[Job], remarks_file: str | None) -> None:
+    """What each job wrote besides its object (a split-DWARF .dwo, optimization records), from
+    beside its object to the name in-process lld gives it (relative to the link's directory, as
+    lld writes it), a directory made as lld makes the dwo_dir (mode 0770 and files 0666, through
+    the umask). With --opt-remarks-filename, lld also writes the file itself, the regular-LTO
+    task's records: empty in a link without regular-LTO code (the only kind distributed)."""
     for job in jobs:
-        if job.dwo:
-            os.makedirs(os.path.dirname(job.dwo) or ".", mode=0o770, exist_ok=True)
-            fsutil.atomic_write(job.dwo, fsutil.read_bytes(dwo_output(job.output)), mode=0o666, create_dirs=False)
+        for kind, name in job.side_outputs():
+            os.makedirs(os.path.dirname(name) or ".", mode=0o770, exist_ok=True)
+            fsutil.atomic_write(name, fsutil.read_bytes(side_output(job.output, kind)), mode=0o666, create_dirs=False)
+    if remarks_file:
+        fsutil.atomic_write(remarks_file, b"", mode=0o666, create_dirs=False)
 
 
 def argv(plan: LinkPlan, result: ThinLinkResult, ld: list[str], extractions: str | None = None) -> list[str]:

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 NATIVE = "=native"
 EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
 # cc1 options (each value behind -Xclang) that name a file the compile writes, not one it
-# reads: a .dwo left by the last link must not key the next one.
-WRITTEN = ("-split-dwarf-file", "-split-dwarf-output")
+# reads (a .dwo left by the last link must not key the next one), or a value that is no file.
+WRITTEN = ("-split-dwarf-file", "-split-dwarf-output", "-opt-record-file", "-opt-record-format", "-opt-record-passes")
 # Options that give the assembler directories to search for `.include` and `.incbin` files.
 ASSEMBLER_DIRS = ("-Wa,", "-Xassembler")
 
