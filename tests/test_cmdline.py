@@ -49,7 +49,6 @@ def groups(argv: list[str]) -> list[tuple[str, ...]]:
         ["--entry=main"],
         ["-u", "sym"],
         ["--undefined", "sym"],
-        ["-y", "sym"],
         ["-R", "/rpath"],
         ["-rpath", "/rpath"],
         ["--rpath=/rpath"],

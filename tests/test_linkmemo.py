@@ -225,11 +225,11 @@ def test_a_map_file_is_restored_and_other_outputs_are_never_left_stale(tmp_path,
     link(d, tc22, [*args, "-Wl,-Map=prog.map"])
     assert counts()[:2] == (1, 1) and (d / "prog.map").read_bytes() == want
     assert (d / "prog.map").stat().st_mode & 0o111 == 0  # a map is not executable
-    # --why-extract= writes a file the memo does not model: such a link runs every time.
+    # --opt-remarks-filename writes files the memo does not model: such a link runs every time.
     for _ in range(2):
-        (d / "why.txt").unlink(missing_ok=True)
-        link(d, tc22, [*args, "-Wl,--why-extract=why.txt"])
-        assert (d / "why.txt").exists()
+        (d / "r.yaml").unlink(missing_ok=True)
+        link(d, tc22, [*args, "-Wl,--opt-remarks-filename,r.yaml"])
+        assert (d / "r.yaml").exists()
     s = stats_json()
     assert (s["link_hits"], s["link_misses"], s["link_unmemoised"]) == (1, 1, 2)
 

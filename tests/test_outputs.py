@@ -8,6 +8,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import Toolchain, links, ltowrap_env, run, stats_json, wrapper, write
 
 MAIN_C = """
@@ -151,3 +153,80 @@ def test_odd_names_and_an_output_elsewhere_are_written_as_lld_writes_them(tmp_pa
     got_map = (d / "prog.map").read_text()
     assert not OURS.search(got_map)
     assert map_names(got_map) == map_names(want_map)
+
+
+# lld's options that write a file or print the link's inputs (issue 38), each with what a
+# distributed link does with it: "same" (distributed: the same files, byte for byte, and the
+# same stdout as in-process lld), "names" (distributed: stdout is a map naming the same inputs
+# and LTO objects, map_names, and none of ltowrap's paths: the layout may differ, as -Map's),
+# "relocs" (distributed: the output keeps the same relocation sections), or the option the log
+# names when the link falls back. The first lld release that has the option (and the last).
+OUTPUT_OPTIONS = [
+    ("--dependency-file=prog.d", "same", 13),
+    ("--print-symbol-order=order.txt", "same", 13),
+    ("--thinlto-emit-imports-files", "same", 13),
+    ("--print-memory-usage", "same", 17),
+    ("--print-map", "names", 13),
+    ("-M", "names", 13),
+    ("--emit-relocs", "relocs", 13),
+    ("--why-extract=why.txt", "--why-extract", 14),
+    ("--print-archive-stats=stats.txt", "--print-archive-stats", 13),
+    ("--cref", "--cref", 13),
+    ("--trace", "--trace", 13),
+    ("-t", "-t", 13),
+    ("-y,add", "-y", 13),
+    ("--trace-symbol=add", "--trace-symbol", 13),
+    ("--gc-sections,--print-gc-sections", "--print-gc-sections", 13),
+    ("--icf=all,--print-icf-sections", "--print-icf-sections", 13),
+    ("--gc-sections,--why-live=add", "--why-live", 20),
+    ("--time-trace", "--time-trace", 13),
+    ("--time-trace-file=t.json", "--time-trace-file", 13, 14),
+    ("--time-trace=t.json", "--time-trace", 15),
+    ("--reproduce=r.tar", "--reproduce", 13),
+    ("--thinlto-index-only=list", "--thinlto-index-only", 13),
+    ("--thinlto-emit-index-files", "--thinlto-emit-index-files", 15),
+    ("--lto-emit-asm", "--lto-emit-asm", 13),
+    ("--save-temps", "--save-temps", 13),
+    ("--plugin-opt=emit-llvm", "emit-llvm", 13),
+    ("--plugin-opt=emit-asm", "emit-asm", 13),
+    ("--lto-obj-path=lto.o", "--lto-obj-path", 13),
+]
+
+
+def _written(d: Path, before: set[str]) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name not in before and p.name != "prog"
+            and p.is_file()}
+
+
+def _relocation_sections(d: Path, tc: Toolchain) -> list[str]:
+    text = run([str(tc.bindir / "llvm-readelf"), "-S", "prog"], d).stdout
+    return sorted(set(re.findall(r"\] (\.rela?\.\S+)", text)))
+
+
+@pytest.mark.parametrize("option, expect, since, until", [(*o, 99)[:4] for o in OUTPUT_OPTIONS],
+                         ids=[o[0] for o in OUTPUT_OPTIONS])
+def test_each_output_option_writes_what_in_process_writes_or_falls_back_naming_it(tmp_path, tc, option, expect, since,
+                                                                                   until):
+    if not since <= tc.version <= until:
+        pytest.skip(f"lld {tc.version} has no {option}")
+    d = tmp_path / "p"
+    project(d, tc)
+    before = {p.name for p in d.iterdir()}
+    done = run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", *LINK_ARGS, "-o", "prog", f"-Wl,{option}"], d,
+               env=ltowrap_env(tc))
+    record = links(tmp_path)[-1]
+    if expect not in ("same", "names", "relocs"):
+        assert record["decision"] == "fallback" and expect in (record.get("detail") or ""), record
+        return
+    assert record["decision"] == "distributed", record
+    ref = d.parent / "ref"
+    shutil.copytree(d, ref, ignore=lambda at, names: [n for n in names if at == str(d) and n not in before])
+    want_out = run([tc.clang, "-flto=thin", "-fuse-ld=lld", *LINK_ARGS, "-o", "prog", f"-Wl,{option}"], ref).stdout
+    assert _written(d, before) == _written(ref, before)
+    if expect == "same":
+        assert done.stdout == want_out
+    elif expect == "names":
+        assert map_names(done.stdout) and map_names(done.stdout) == map_names(want_out)
+        assert not OURS.search(done.stdout), [line for line in done.stdout.splitlines() if OURS.search(line)][:5]
+    else:
+        assert _relocation_sections(d, tc) == _relocation_sections(ref, tc) != []

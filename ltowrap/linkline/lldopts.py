@@ -19,6 +19,11 @@ Each row of TABLE is `kind dashes names... [attributes]`:
   unchanged, counted under errors.Reason.ALREADY_SPLIT / UNSUPPORTED_OPTION), `probe=P` (the
   option came in some lld release: on an ld.lld that does not take toolchain.LLD_PROBES[P], a
   link naming it runs unchanged, counted under LINKER_OPTION, and lld says why itself).
+  Every option that writes a file or prints the link's inputs (issue 38) either writes what
+  in-process lld writes (tests/test_outputs.py's OUTPUT_OPTIONS) or is `unsupported`: what names
+  the inputs lld read (--trace, -y, --why-extract, --print-archive-stats, --cref, --why-live,
+  --print-gc-sections, --print-icf-sections, --time-trace) would name the final link's objects,
+  where in-process names the bitcode and the order and lines in which it read it.
 Options not in the table are taken as flags; lld itself rejects unknown ones, so such a
 link fails at the thin-link and then runs unchanged, failing as it would without ltowrap.
 
@@ -74,7 +79,7 @@ optional  --  color-diagnostics
 flag      --  no-color-diagnostics
 value     *   compress-debug-sections
 value     --  compress-sections
-flag      --  cref
+flag      --  cref                                  unsupported
 flag      -   d g
 flag      *   dc dp define-common no-define-common
 flag      --  debug-names no-debug-names
@@ -195,9 +200,10 @@ value     *   plugin
 value     *   plugin-opt                            role=plugin-opt
 optional  --  power10-stubs
 flag      --  no-power10-stubs
-joined    *   print-archive-stats                   writes
-optional  *   print-gc-sections
-flag      *   no-print-gc-sections print-icf-sections no-print-icf-sections
+joined    *   print-archive-stats                   unsupported writes
+optional  *   print-gc-sections                     unsupported
+flag      *   print-icf-sections                    unsupported
+flag      *   no-print-gc-sections no-print-icf-sections
 value     *   print-symbol-order                    writes
 flag      *   pop-state                             role=pop-state
 flag      *   push-state                            role=push-state
@@ -215,7 +221,8 @@ value     --  reproduce                             unsupported writes
 value     *   retain-symbols-file                   reads
 flag      --  rosegment no-rosegment xosegment no-xosegment
 value     --  rsp-quoting
-flag      -   S s t
+flag      -   S s
+flag      -   t                                     unsupported
 optional  *   save-temps                            unsupported writes
 letter    -   T                                     reads role=script
 value     *   script                                reads role=script
@@ -242,12 +249,13 @@ joined    --  thinlto-jobs
 joined    --  thinlto-object-suffix-replace thinlto-prefix-replace
 joined    --  thinlto-single-module                 unsupported
 value     --  threads
-optional  --  time-trace                            writes
-value     *   time-trace-file                       writes
+optional  --  time-trace                            unsupported writes
+value     *   time-trace-file                       unsupported writes
 value     --  time-trace-granularity
-flag      *   trace unique undefined-version no-undefined-version
-value     *   trace-symbol
-letter    -   y
+flag      *   trace                                 unsupported
+flag      *   unique undefined-version no-undefined-version
+value     *   trace-symbol                          unsupported
+letter    -   y                                     unsupported
 letter    -   u
 value     *   undefined
 value     --  undefined-glob
@@ -261,8 +269,8 @@ flag      *   warn-common no-warn-common
 flag      --  warn-ifunc-textrel no-warn-ifunc-textrel warn-symbol-ordering no-warn-symbol-ordering
 flag      *   whole-archive                         role=whole-archive
 flag      *   no-whole-archive                      role=no-whole-archive
-joined    --  why-extract                           writes
-value     --  why-live
+joined    --  why-extract                           unsupported writes
+value     --  why-live                              unsupported
 value     *   wrap
 letter    -   z
 """
