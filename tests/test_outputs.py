@@ -207,6 +207,19 @@ def _relocation_sections(d: Path, tc: Toolchain) -> list[str]:
                          ids=[o[0] for o in OUTPUT_OPTIONS])
 def test_each_output_option_writes_what_in_process_writes_or_falls_back_naming_it(tmp_path, tc, option, expect, since,
                                                                                    until):
+    output_option(tmp_path, tc, option, expect, since, until)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("option, expect, since, until", [(*o, 99)[:4] for o in OUTPUT_OPTIONS],
+                         ids=[o[0] for o in OUTPUT_OPTIONS])
+def test_each_output_option_on_every_release(tmp_path, any_tc, option, expect, since, until):
+    if any_tc.version in (14, 22):
+        pytest.skip("the test above")
+    output_option(tmp_path, any_tc, option, expect, since, until)
+
+
+def output_option(tmp_path: Path, tc: Toolchain, option: str, expect: str, since: int, until: int) -> None:
     if not since <= tc.version <= until:
         pytest.skip(f"lld {tc.version} has no {option}")
     d = tmp_path / "p"
