@@ -74,8 +74,8 @@ def makefile_objects(tree: Path, var: str) -> list[str]:
     return m.group(1).split()
 
 
-def make(tree: Path, tc: Toolchain, log: Path, *targets: str) -> None:
-    argv = ["make", "-C", "src", "-j2", *(targets or ("linux",)), f"CC={tc.cc}", f"CFLAGS={CFLAGS}"]
+def make(tree: Path, tc: Toolchain, log: Path, *targets: str, cflags: str = CFLAGS) -> None:
+    argv = ["make", "-C", "src", "-j2", *(targets or ("linux",)), f"CC={tc.cc}", f"CFLAGS={cflags}"]
     done = subprocess.run(argv, cwd=tree, env=tc.env | {"LTOWRAP_LOG": str(log)},
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}"

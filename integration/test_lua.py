@@ -26,7 +26,7 @@ import pytest
 from helpers import clean_env
 from needs import missing
 
-from .lua import (SCRIPTS, Toolchain, links, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
+from .lua import (CFLAGS, SCRIPTS, Toolchain, links, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
                   wrapper_toolchain)
 
 pytestmark = pytest.mark.slow
@@ -77,6 +77,37 @@ def test_ltowrap_clang(lua_src: Path, tmp_path: Path, version: int) -> None:
     make(lua_src, tc, log)
     run_lua(lua_src, tmp_path)
     check_cold_links(lua_src, log, tc)
+
+
+def test_split_dwarf(lua_src: Path, tmp_path: Path) -> None:
+    """-g -gsplit-dwarf on the compiles and the links (issue 38): both links distributed, each
+    skeleton unit's DW_AT_dwo_name exists, llvm-dwarfdump --verify and llvm-dwp pass, lua runs;
+    after rm -rf of the binaries and their .dwo directories, a relink gives both back, the same."""
+    tc = wrapper_toolchain(tmp_path, 22)
+    src = lua_src / "src"
+    split = dict(cflags=CFLAGS + " -g -gsplit-dwarf")
+    make(lua_src, tc, tmp_path / "cold.log", "linux", "MYLDFLAGS=-flto=thin -g -gsplit-dwarf", **split)
+    run_lua(lua_src, tmp_path)
+    check_cold_links(lua_src, tmp_path / "cold.log", tc)
+    dwarfdump, dwp = str(tc.llvm_bin / "llvm-dwarfdump"), str(tc.llvm_bin / "llvm-dwp")
+    cold = {}
+    for prog in ("lua", "luac"):
+        text = subprocess.run([dwarfdump, "--debug-info", prog], cwd=src, check=True, capture_output=True,
+                              text=True).stdout
+        names = re.findall(r'DW_AT_dwo_name\s+\("([^"]*)"\)', text)
+        assert names and all((src / n).is_file() and n.startswith(f"{prog}-dwo/") for n in names), (prog, names[:3])
+        verify = subprocess.run([dwarfdump, "--verify", prog], cwd=src, capture_output=True, text=True).stdout
+        assert "No errors." in verify, verify[-2000:]
+        subprocess.run([dwp, "-e", prog, "-o", f"{prog}.dwp"], cwd=src, check=True)
+        cold[prog] = ((src / prog).read_bytes(), {p.name: p.read_bytes() for p in (src / f"{prog}-dwo").iterdir()})
+    for prog in ("lua", "luac"):
+        (src / prog).unlink()
+        shutil.rmtree(src / f"{prog}-dwo")
+    make(lua_src, tc, tmp_path / "warm.log", "linux", "MYLDFLAGS=-flto=thin -g -gsplit-dwarf", **split)
+    for prog, record in links(tmp_path / "warm.log").items():
+        assert record["decision"] == "distributed" and record["backend_compiles"] == 0, (prog, record["reason"])
+        assert ((src / prog).read_bytes(), {p.name: p.read_bytes() for p in (src / f"{prog}-dwo").iterdir()}) \
+            == cold[prog], prog
 
 
 @pytest.mark.parametrize("cc", ["clang-22", "clang"])
