@@ -4,10 +4,12 @@ distributing a link starts to win.
     .venv/bin/python bench/smalllink.py [--pairs 21] [--configure xz-utils] [--configure-pairs 3]
                                         [--modules 1 2 4 8 16] [--no-crossover]
 
-conftest   side-by-side pairs, order alternating: a fresh one-line conftest.c (new text each
+conftest   side-by-side pairs, order alternating (wall time, and the CPU time of the commands): a fresh one-line conftest.c (new text each
            time) compiled with `-O2 -flto=thin -c`, then linked with `-O2 -flto=thin
            -fuse-ld=lld`, both steps with CC=ltowrap-clang (LTOWRAP_CLANG=clang 22, default
            settings: small_link's default) and with plain clang 22. Medians and their ratio.
+           Then the same in autoconf's form: `-c conftest.c` (no -o), then `-o conftest ...
+           conftest.c` (compile and link in one command).
 configure  autotools `./configure` of a Debian source package (integration/debsrc.py) with
            CFLAGS='-O2 -flto=thin' LDFLAGS='-flto=thin -fuse-ld=lld', CC=ltowrap-clang against
            CC=clang, side by side in fresh trees; config.h and config.status compared (the
@@ -28,6 +30,7 @@ import argparse
 import compileall
 import datetime
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,33 +50,53 @@ CLANG = str(LLVM / "clang")
 WRAPPER = str(SCRIPTS / "ltowrap-clang")
 
 
+def children_cpu() -> float:
+    """User+system seconds of every child waited for so far: the CPU a command took, which a
+    shared machine's load does not inflate as it does wall time."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     t = time.perf_counter()
     subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t
 
 
-def conftest(tmp: Path, pairs: int) -> dict:
-    """Median seconds of one configure-style compile-and-link, plain and through ltowrap."""
+def conftest(tmp: Path, pairs: int, autoconf: bool = False) -> dict:
+    """Median seconds of one configure-style compile-and-link, plain and through ltowrap.
+
+    autoconf: the commands as autoconf writes them, AC_COMPILE_IFELSE (`-c conftest.c`, no -o)
+    then AC_LINK_IFELSE (`-o conftest ... conftest.c`: compile and link in one command)."""
     env = clean_env(tmp) | {"LTOWRAP_CLANG": CLANG}
     samples: dict[str, list[float]] = {"plain": [], "ltowrap": []}
+    cpu: dict[str, list[float]] = {"plain": [], "ltowrap": []}
     n = 0
     for i in range(pairs):
         for name in (("plain", "ltowrap") if i % 2 == 0 else ("ltowrap", "plain")):
             n += 1
             cc = CLANG if name == "plain" else WRAPPER
             (tmp / "conftest.c").write_text(f"int main(void) {{ return {n}; }}\n")
-            t = timed([cc, "-O2", "-flto=thin", "-c", "conftest.c", "-o", "conftest.o"], tmp, env)
-            t += timed([cc, "-O2", "-flto=thin", "-fuse-ld=lld", "conftest.o", "-o", "conftest"], tmp, env)
+            c = children_cpu()
+            if autoconf:
+                t = timed([cc, "-c", "-O2", "-flto=thin", "conftest.c"], tmp, env)
+                t += timed([cc, "-o", "conftest", "-O2", "-flto=thin", "-flto=thin", "-fuse-ld=lld", "conftest.c"], tmp, env)
+            else:
+                t = timed([cc, "-O2", "-flto=thin", "-c", "conftest.c", "-o", "conftest.o"], tmp, env)
+                t += timed([cc, "-O2", "-flto=thin", "-fuse-ld=lld", "conftest.o", "-o", "conftest"], tmp, env)
             samples[name].append(round(t, 4))
+            cpu[name].append(round(children_cpu() - c, 4))
     med = {k: statistics.median(v) for k, v in samples.items()}
-    return {"samples": samples, "median": med, "ratio": med["ltowrap"] / med["plain"]}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"samples": samples, "median": med, "ratio": med["ltowrap"] / med["plain"], "cpu_samples": cpu,
+            "cpu_median": cpu_med, "cpu_ratio": cpu_med["ltowrap"] / cpu_med["plain"]}
 
 
 def configure(tmp: Path, package: str, pairs: int) -> dict:
     """`./configure` wall time, plain and through ltowrap, and whether their results agree."""
     source = debsrc.fetch(package)
     samples: dict[str, list[float]] = {"plain": [], "ltowrap": []}
+    cpu: dict[str, list[float]] = {"plain": [], "ltowrap": []}
     differs: list[str] = []
     for i in range(pairs):
         trees = {}
@@ -82,7 +105,9 @@ def configure(tmp: Path, package: str, pairs: int) -> dict:
             env = clean_env(tmp / f"cache-{name}-{i}") | {"LTOWRAP_CLANG": CLANG}
             cc = CLANG if name == "plain" else WRAPPER
             argv = ["./configure", f"CC={cc}", "CFLAGS=-O2 -flto=thin", "LDFLAGS=-flto=thin -fuse-ld=lld"]
+            c = children_cpu()
             samples[name].append(round(timed(argv, tree, env), 3))
+            cpu[name].append(round(children_cpu() - c, 3))
             trees[name] = (tree, cc)
         for f in ("config.h", "config.status"):
             texts = [(t / f).read_text(errors="replace").replace(cc, "@CC@").replace(str(t), "@TREE@")
@@ -92,8 +117,10 @@ def configure(tmp: Path, package: str, pairs: int) -> dict:
         for tree, _ in trees.values():
             shutil.rmtree(tree)
     med = {k: statistics.median(v) for k, v in samples.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     return {"package": f"{package} {source.version}", "samples": samples, "median": med,
-            "ratio": med["ltowrap"] / med["plain"], "differs": differs}
+            "ratio": med["ltowrap"] / med["plain"], "differs": differs, "cpu_samples": cpu, "cpu_median": cpu_med,
+            "cpu_ratio": cpu_med["ltowrap"] / cpu_med["plain"]}
 
 
 def crossover(tmp: Path, counts: list[int], reps: int) -> list[dict]:
@@ -138,11 +165,17 @@ def main() -> None:
         (tmp / "conftest").mkdir()
         c = data["conftest"] = conftest(tmp / "conftest", opts.pairs)
         lines += [f"conftest compile+link, {opts.pairs} pairs: plain {c['median']['plain']:.3f} s, "
-                  f"ltowrap {c['median']['ltowrap']:.3f} s, **{c['ratio']:.2f}x**", ""]
+                  f"ltowrap {c['median']['ltowrap']:.3f} s, **{c['ratio']:.2f}x**; CPU (user+sys) "
+                  f"{c['cpu_median']['plain']:.3f} s against {c['cpu_median']['ltowrap']:.3f} s, {c['cpu_ratio']:.2f}x", ""]
+        a = data["conftest-autoconf"] = conftest(tmp / "conftest", opts.pairs, autoconf=True)
+        lines += [f"conftest in autoconf's form (compile without -o, then compile-and-link), {opts.pairs} pairs: "
+                  f"plain {a['median']['plain']:.3f} s, ltowrap {a['median']['ltowrap']:.3f} s, **{a['ratio']:.2f}x**; CPU "
+                  f"{a['cpu_median']['plain']:.3f} s against {a['cpu_median']['ltowrap']:.3f} s, {a['cpu_ratio']:.2f}x", ""]
         if opts.configure_pairs:
             g = data["configure"] = configure(tmp, opts.configure, opts.configure_pairs)
             lines += [f"`./configure` of {g['package']}, {opts.configure_pairs} pairs: plain {g['median']['plain']:.2f} s, "
-                      f"ltowrap {g['median']['ltowrap']:.2f} s, **{g['ratio']:.2f}x**; config.h/config.status "
+                      f"ltowrap {g['median']['ltowrap']:.2f} s, **{g['ratio']:.2f}x** (CPU {g['cpu_median']['plain']:.2f} s "
+                      f"against {g['cpu_median']['ltowrap']:.2f} s, {g['cpu_ratio']:.2f}x); config.h/config.status "
                       f"{'differ: ' + ', '.join(g['differs']) if g['differs'] else 'identical (CC name aside)'}", ""]
         if not opts.no_crossover:
             rows = data["crossover"] = crossover(tmp, opts.modules, opts.reps)

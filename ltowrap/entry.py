@@ -207,7 +207,7 @@ def _link_in_process(command: list[str], modules: int, settings: config.Settings
     """Run a small link unchanged (lld's in-process ThinLTO, no cache of lld's): counted, and logged."""
     from . import stats
 
-    stats.count_now(settings.cache_dir, "links_small")
+    stats.tally(settings.cache_dir, "links_small")  # as the sh entry counts the small links it runs
     if settings.log:
         from . import log
         from .errors import Reason

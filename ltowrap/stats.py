@@ -4,7 +4,10 @@ Like ccache: each process adds its counts to one of SHARDS files (chosen by pid)
 an flock, with an atomic rewrite, so concurrent builds lose no update and never
 contend on one file. `ltowrap stats` sums the shards.
 
-A shard is text, one counter a line: `count NAME VALUE` or `reason KEY VALUE`. A restored
+A shard is text, one counter a line: `count NAME VALUE` or `reason KEY VALUE`. A counter
+can also be tallied: one byte appended to `NAME.tally` beside the shards per event (one
+O_APPEND write, no lock, no rewrite), so that the sh entry counts the small links it runs
+without a process; `ltowrap stats` adds each tally's size to its counter. A restored
 link counts its hit here, so this module imports nothing costly: no json (7 ms with the
 `re` it loads), no dataclasses. Shards that ltowrap 0.x wrote as JSON are still read.
 """
@@ -12,6 +15,7 @@ link counts its hit here, so this module imports nothing costly: no json (7 ms w
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from . import fsutil
@@ -132,6 +136,39 @@ def count_now(cache_dir: str, name: str) -> None:
     flush(cache_dir, counts)
 
 
+TALLY_SUFFIX = ".tally"
+
+
+def tally(cache_dir: str, name: str) -> None:
+    """Count one event of counter `name` in its tally file (scripts/ltowrap-clang appends the
+    same way). Never raises; never writes through a symlink."""
+    if name not in KINDS:
+        raise ValueError(f"no counter named {name!r} (stats.COUNTERS)")
+    path = os.path.join(cache_dir, STATS, name + TALLY_SUFFIX)
+    try:
+        fsutil.make_dirs(os.path.dirname(path))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"1")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _tallies(cache_dir: str) -> dict[str, int]:
+    """Each tallied counter's events: its tally file's size."""
+    got: dict[str, int] = {}
+    for name in KINDS:
+        try:
+            st = os.lstat(os.path.join(cache_dir, STATS, name + TALLY_SUFFIX))
+        except OSError:
+            continue
+        if st.st_size and stat.S_ISREG(st.st_mode):
+            got[name] = st.st_size
+    return got
+
+
 def reason_text(key: str) -> str:
     """What a fallback reason's key means (a key from an older ltowrap is shown as it is)."""
     from .errors import Reason
@@ -214,6 +251,8 @@ def summary(cache_dir: str) -> dict:
             counts[k] = counts.get(k, 0) + v
         for k, v in data.get("reasons", {}).items():
             reasons[k] = reasons.get(k, 0) + v
+    for k, v in _tallies(cache_dir).items():
+        counts[k] = counts.get(k, 0) + v
     zeroed: float | None = None
     try:
         text = fsutil.read_nofollow(os.path.join(cache_dir, STATS, "zeroed")).decode()
@@ -234,6 +273,11 @@ def zero(cache_dir: str, keep_size: bool = True) -> None:
             data = _read(path)
             kept = {k: v for k, v in data.get("counts", {}).items() if keep_size and k in SIZE_COUNTERS}
             fsutil.atomic_write(path, _text(kept, {}))
+    for name in _tallies(cache_dir):  # no size counter is tallied
+        try:
+            os.unlink(os.path.join(cache_dir, STATS, name + TALLY_SUFFIX))
+        except OSError:
+            pass
     fsutil.atomic_write(os.path.join(cache_dir, STATS, "zeroed"), f"{time.time()}\n".encode())
 
 

@@ -21,8 +21,8 @@ from ltowrap import driverargs
 REPO = Path(__file__).resolve().parent.parent
 
 FAST = [["-c", "a.c"], ["-O2", "-S", "a.c", "-o", "a.s"], ["-E", "a.c"], ["-c", "-fno-lto", "a.c"]]
-SLOW = [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "a.c"], ["@args.rsp"], ["a.c", "-flto=thin", "-o", "prog"],
-        ["-oprog", "a.c"]]
+SLOW = [["-flto=thin", "-c", "a.c", "b.c"], ["-flto", "-c", "-x", "c", "a.c"], ["@args.rsp"],
+        ["a.c", "-flto=thin", "-o", "prog"], ["-oprog", "a.c"], ["-flto=thin", "-c", "sub/.c"]]
 # Links: with no -flto and no input holding bitcode, sh runs them (Python would run them unchanged).
 # With lld, archives that -l finds in -L directories are inputs too; the driver's own
 # directories are not looked into (by either side).
@@ -250,3 +250,111 @@ def test_config_variable_naming_a_missing_file_keeps_the_fast_path(lone, tmp_pat
     d, env = lone
     env["LTOWRAP_CONFIG"] = str(tmp_path / "absent.toml")
     assert run([str(d / "ltowrap-clang"), "-c", "a.c"], tmp_path, env=env).returncode == 0
+
+
+@pytest.mark.parametrize("args", [["-flto=thin", "-c", "a.c"], ["-flto", "-c", "-D", "x.c", "sub/a.c"],
+                                  ["-c", "-MF", "dep.cc", "-MD", "sub/a.c", "-flto=thin"]], ids=" ".join)
+def test_thinlto_compile_without_output_is_recorded_in_sh_for_the_object_python_names(lone, tmp_path, args):
+    """configure's AC_COMPILE_IFELSE (`$CC -c $CFLAGS conftest.c`): the object is the source's stem.o
+    in the working directory, and an option's value is never taken for the source."""
+    from ltowrap import optrecords
+
+    d, env = lone
+    write(tmp_path / "sub" / "a.c", "int a(void) { return 2; }\n")
+    env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cache")
+    run([str(d / "ltowrap-clang"), "-O1", *args], tmp_path, env=env)  # no ltowrap-entry: sh alone
+    assert driverargs.compile_outputs(args) == ["a.o"]
+    key = optrecords.record_key((tmp_path / "a.o").read_bytes())
+    assert optrecords.load(str(tmp_path / "cache"), key) == ["-O1"]
+
+
+@pytest.fixture
+def lone_with_ld(lone, tmp_path, tc22) -> tuple[Path, dict]:
+    """The lone copy with an ltowrap-ld.lld beside it (what Python's lld route requires), small_link
+    at its default and no log: a small link is the sh entry's alone."""
+    d, env = lone
+    (d / "ltowrap-ld.lld").write_text("#!/bin/sh\nexit 99\n")
+    (d / "ltowrap-ld.lld").chmod(0o755)
+    env.pop("LTOWRAP_LOG")
+    env.pop("LTOWRAP_SMALL_LINK")
+    env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cache")
+    write(tmp_path / "a.c", "int main(void) { return 0; }\n")
+    _objects(tmp_path, tc22.clang)
+    write(tmp_path / "h.c", "int h(void) { return 1; }\n")
+    run([tc22.clang, "-c", "h.c", "-o", "h.o"], tmp_path)  # native: no module
+    write(tmp_path / "bcfake.o", "BC, but not bitcode\n")
+    return d, env
+
+
+SMALL = [["b.o", "-flto=thin", "-fuse-ld=lld", "-o", "prog"], ["a.c", "-O2", "-flto=thin", "-fuse-ld=lld", "-o", "prog"],
+         ["-flto", "h.o", "b.o", "libn.a", "-fuse-ld=lld", "-L", ".", "-ln", "-o", "prog"],
+         ["b.o", "-flto=thin", "--ld-path=/usr/lib/llvm-22/bin/ld.lld", "-Xlinker", "-O1", "-o", "prog"],
+         ["b.o", "-flto=thin", f"--ld-path={BIN / 'ltowrap-ld.lld'}", "-o", "prog"],  # ours: the lld beside clang
+         ["b.o", "-flto=thin", "-o", "prog"]]  # the driver's linker: use_lld (on by default) makes it lld
+NOT_SMALL = [["b.o", "a.c", "-flto=thin", "-fuse-ld=lld", "-o", "prog"],  # two modules
+             ["b.o", "libb.a", "-flto=thin", "-fuse-ld=lld", "-o", "prog"], ["b.o", "-L.", "-lb", "-flto", "-fuse-ld=lld", "-o", "prog"],
+             ["n.o", "-flto=thin", "-fuse-ld=lld", "-o", "prog"],  # no module seen: the link line decides
+             ["bcfake.o", "-flto=thin", "-fuse-ld=lld", "-o", "prog"],  # starts with BC, not bitcode: no module
+             ["-x", "c", "a.c", "-flto=thin", "-fuse-ld=lld", "-o", "prog"], ["b.o", "-flto=thin", "-fuse-ld=lld", "-###"]]
+
+
+@pytest.mark.parametrize("args", SMALL, ids=" ".join)
+def test_small_links_start_no_python_and_run_what_python_would(lone_with_ld, tmp_path, tc22, args, monkeypatch):
+    from ltowrap import config, entry, stats
+
+    d, env = lone_with_ld
+    run([str(d / "ltowrap-clang"), *args], tmp_path, env=env)
+    assert stats.summary(env["LTOWRAP_CACHE_DIR"])["counts"].get("links_small") == 1
+    # Python agrees: a small link, run as `clang ARGS -fuse-ld=lld --ld-path=<lld beside clang>`.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LTOWRAP_SMALL_LINK", "1")
+    monkeypatch.setattr(sys, "argv", [str(BIN / "ltowrap-clang")])
+    settings = config.load()
+    route = entry._lld_route([tc22.clang], args, settings)
+    assert route is not None and entry._small_link(args, settings) is not None
+    ours = (tmp_path / "prog").read_bytes()
+    run([tc22.clang, *args, "-fuse-ld=lld", f"--ld-path={route[1]}"], tmp_path)
+    assert (tmp_path / "prog").read_bytes() == ours
+
+
+@pytest.mark.parametrize("args", NOT_SMALL, ids=" ".join)
+def test_links_that_may_not_be_small_go_to_python(lone_with_ld, tmp_path, args):
+    d, env = lone_with_ld
+    done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
+    assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+
+
+@pytest.mark.parametrize("setting", [{"LTOWRAP_LOG": "~/links.jsonl"}, {"LTOWRAP_SMALL_LINK": "0"}, {"LTOWRAP_USE_LLD": "1"},
+                                     {"LTOWRAP_SMALL_LINK": "01"}, "escaped-argument",
+                                     {"LTOWRAP_SMALL_LINK": "one"}, "no-ld-entry"])
+def test_small_link_settings_the_sh_entry_cannot_honour_go_to_python(lone_with_ld, tmp_path, setting):
+    """Python expands ~, distributes with small_link = 0, reports a bad value and writes a log line
+    JSON escapes; without ltowrap's ld.lld beside it, Python would not route the link to lld."""
+    d, env = lone_with_ld
+    if setting == "no-ld-entry":
+        (d / "ltowrap-ld.lld").unlink()
+    elif setting != "escaped-argument":
+        env.update(setting)
+    args = ["b.o", "-flto=thin", "-o", "prog"] if "LTOWRAP_USE_LLD" in setting else SMALL[0]  # no lld named
+    if setting == "escaped-argument":
+        args = [*args, "-Wl,-Map,caf\u00e9.map"]
+    done = run([str(d / "ltowrap-clang"), *args], tmp_path, env=env, check=False)
+    assert done.returncode != 0 and "ltowrap-entry" in done.stderr
+
+
+def test_small_link_log_line_is_pythons(lone_with_ld, tmp_path, tc22):
+    """The sh entry's log line for a small link is the one Python writes (entry._link_in_process)."""
+    import json
+
+    d, env = lone_with_ld
+    log = Path(env["LTOWRAP_CACHE_DIR"]) / "links.jsonl"  # the default log
+    args = ["-O1", "b.o", "-flto=thin", "-fuse-ld=lld", "-o", "prog"]
+    run([str(d / "ltowrap-clang"), *args], tmp_path, env=env)  # sh alone
+    run([sys.executable, "-S", str(BIN / "ltowrap-entry"), str(d / "ltowrap-clang"), *args], tmp_path, env=env)
+    sh, python = (json.loads(line) for line in log.read_text().splitlines())
+    for record in (sh, python):
+        assert record.pop("start") == record.pop("end") and record.pop("pid")
+    assert sh == python and sh["decision"] == "in-process"
+    env["LTOWRAP_LOG"] = "off"
+    run([str(d / "ltowrap-clang"), *args], tmp_path, env=env)
+    assert len(log.read_text().splitlines()) == 2

@@ -4,6 +4,7 @@ link above the threshold is distributed as before."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,22 @@ def test_above_threshold_distributes(tmp_path: Path, tc22: Toolchain) -> None:
     link(tmp_path, tc22, ["main.o", "-L.", "-lhelper"], "archived", LTOWRAP_SMALL_LINK="5")
     c = counts()
     assert c.get("links_distributed") == 2 and not c.get("links_small"), c
+
+
+def test_small_links_the_sh_entry_runs_are_counted_and_zeroed(tmp_path: Path, tc22: Toolchain) -> None:
+    """Without LTOWRAP_LOG the installed sh entry runs a small link itself: counted in the same
+    counter as Python's (stats.tally), shown by `ltowrap stats` and reset by `stats --zero`."""
+    write(tmp_path / "one.c", MAIN_C + HELPER_C)
+    run([wrapper("ltowrap-clang"), *FLAGS, "-c", "one.c", "-o", "one.o"], tmp_path, env=ltowrap_env(tc22))
+    plain = run([tc22.clang, *FLAGS, "-fuse-ld=lld", "one.o", "-o", "plain"], tmp_path)
+    ours = link(tmp_path, tc22, ["one.o"], "ours", LTOWRAP_SMALL_LINK="1", LTOWRAP_LOG=None)
+    assert (ours.stdout, ours.stderr) == (plain.stdout, plain.stderr)
+    assert (tmp_path / "ours").read_bytes() == (tmp_path / "plain").read_bytes()
+    assert (tmp_path / "cache" / "stats" / "links_small.tally").read_bytes() == b"1"  # the sh entry's count
+    link(tmp_path, tc22, ["one.o"], "ours", LTOWRAP_SMALL_LINK="1")  # with the log: Python
+    assert counts().get("links_small") == 2
+    assert [r["decision"] for r in log_lines(tmp_path)] == ["in-process"]  # LTOWRAP_LOG's
+    default_log = (tmp_path / "cache" / "links.jsonl").read_text().splitlines()  # the sh entry's: log at its default
+    assert [json.loads(line)["decision"] for line in default_log] == ["in-process"]
+    run([wrapper("ltowrap"), "stats", "--zero"], tmp_path, env=ltowrap_env())
+    assert not counts().get("links_small")
