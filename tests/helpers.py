@@ -492,3 +492,28 @@ def relative_digests(cwd: Path):
             return super().sample_profiled(str(cwd / path))
 
     return Relative()
+
+
+# --- a program whose backend tasks are numbered: a link's side outputs (split DWARF, records) ---
+
+# The largest module last and one in an archive: lld numbers its backend tasks in link order
+# (not by size), an archive member where lld extracts it.
+NUMBERED_SOURCES = {
+    "main.c": "int add(int, int); int big(int); int mem(int);\n"
+              "int main(int argc, char **argv) { int s = 0; for (int i = 0; i < argc; i++) s += add(i, 2);"
+              " return s + big(argc) + mem(argc); }\n",
+    "add.c": "int add(int a, int b) { return a + b; }\n",
+    "mem.c": "struct P { int x, y; };\nint mem(int x) { struct P p = {x, x + 1}; return p.x * p.y; }\n",
+    "big.c": "".join(f"static int f{i}(int x) {{ return x * {i} + (x >> {i % 7}); }}\n" for i in range(40))
+             + "int big(int x) { int s = 0;" + "".join(f" s += f{i}(x + s);" for i in range(40)) + " return s; }\n",
+}
+NUMBERED_LINK = ["main.o", "add.o", "libmem.a", "big.o"]
+
+
+def build_numbered(d: Path, tc: Toolchain, flags: list[str]) -> list[str]:
+    """NUMBERED_SOURCES compiled with `flags` (mem.o into libmem.a); the link's inputs."""
+    for name, text in NUMBERED_SOURCES.items():
+        write(d / name, text)
+        run([tc.clang, *flags, "-c", name, "-o", name[:-2] + ".o"], d)
+    run([tc.ar, "rcs", "libmem.a", "mem.o"], d)
+    return NUMBERED_LINK

@@ -15,19 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, links, ltowrap_env, run, wrapper, write
+from helpers import NUMBERED_LINK, Toolchain, build_numbered, links, ltowrap_env, run, wrapper, write
 
-# The largest module last and one in an archive: task numbers follow link order (not size).
-SOURCES = {
-    "main.c": "int add(int, int); int big(int); int mem(int);\n"
-              "int main(int argc, char **argv) { int s = 0; for (int i = 0; i < argc; i++) s += add(i, 2);"
-              " return s + big(argc) + mem(argc); }\n",
-    "add.c": "int add(int a, int b) { return a + b; }\n",
-    "mem.c": "struct P { int x, y; };\nint mem(int x) { struct P p = {x, x + 1}; return p.x * p.y; }\n",
-    "big.c": "".join(f"static int f{i}(int x) {{ return x * {i} + (x >> {i % 7}); }}\n" for i in range(40))
-             + "int big(int x) { int s = 0;" + "".join(f" s += f{i}(x + s);" for i in range(40)) + " return s; }\n",
-}
-LINK = ["main.o", "add.o", "libmem.a", "big.o"]
+LINK = NUMBERED_LINK
 FLAGS = ["-flto=thin", "-O2"]
 RECORDS = re.compile(r"prog[-.]opt\.ld\.yaml.*")
 # One record's identity: everything but the arguments that name a basic block.
@@ -35,11 +25,7 @@ BLOCK = re.compile(r"^  - BasicBlock: .*$", re.M)
 
 
 def build(d: Path, tc: Toolchain) -> None:
-    for name, text in SOURCES.items():
-        write(d / name, text)
-    for name in SOURCES:
-        run([tc.clang, *FLAGS, "-c", name, "-o", name[:-2] + ".o"], d)
-    run([tc.ar, "rcs", "libmem.a", "mem.o"], d)
+    build_numbered(d, tc, FLAGS)
 
 
 def records(d: Path) -> dict[str, str]:

@@ -12,19 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, links, ltowrap_env, run, wrapper, write
+from helpers import Toolchain, build_numbered, links, ltowrap_env, run, wrapper, write
 
-# The largest module last and one in an archive: task numbers follow link order (not size),
-# and an archive member is numbered where lld extracts it.
-C_SOURCES = {
-    "main.c": "int add(int, int); int big(int); int mem(int);\n"
-              "int main(int argc, char **argv) { return add(argc, 2) + big(argc) + mem(argc); }\n",
-    "add.c": "int add(int a, int b) { return a + b; }\n",
-    "mem.c": "struct P { int x, y; };\nint mem(int x) { struct P p = {x, x + 1}; return p.x * p.y; }\n",
-    "big.c": "".join(f"static int f{i}(int x) {{ return x * {i} + (x >> {i % 7}); }}\n" for i in range(40))
-             + "int big(int x) { int s = 0;" + "".join(f" s += f{i}(x + s);" for i in range(40)) + " return s; }\n",
-}
-C_LINK = ["main.o", "add.o", "libmem.a", "big.o"]
 
 CXX_SOURCES = {
     "shape.h": "#include <string>\nstruct Shape { virtual ~Shape(); virtual double area() const = 0;"
@@ -41,12 +30,7 @@ FLAGS = ["-g", "-gsplit-dwarf", "-flto=thin", "-O2"]
 
 
 def build_c(d: Path, tc: Toolchain) -> tuple[str, list[str]]:
-    for name, text in C_SOURCES.items():
-        write(d / name, text)
-    for name in C_SOURCES:
-        run([tc.clang, *FLAGS, "-c", name, "-o", name[:-2] + ".o"], d)
-    run([tc.ar, "rcs", "libmem.a", "mem.o"], d)
-    return tc.clang, C_LINK
+    return tc.clang, build_numbered(d, tc, FLAGS)
 
 
 def build_cxx(d: Path, tc: Toolchain) -> tuple[str, list[str]]:
