@@ -223,10 +223,11 @@ def remote_differential(case: Case, project: Path, tmp_path: Path, tc: Toolchain
 
 
 @pytest.fixture(scope="module")
-def cache_url(buildgrid, tmp_path_factory) -> str:
-    from reapi_server import cache_server
+def cache_url(engine, tmp_path_factory) -> str:
+    """A cache-only server of each engine in turn (tests/reapi_engines.py)."""
+    from reapi_engines import engine_cache_server
 
-    with cache_server(tmp_path_factory.mktemp("bgd")) as url:
+    with engine_cache_server(engine, tmp_path_factory.mktemp(engine)) as url:
         yield url
 
 
@@ -237,13 +238,13 @@ def test_remote_cache_hits_print_as_in_process(name, project, tmp_path, tc22, ca
 
 
 @pytest.mark.slow
-def test_remote_execution_prints_as_in_process(project, tmp_path, tc22, buildgrid):
+def test_remote_execution_prints_as_in_process(project, tmp_path, tc22, engine):
     """The workers' stderr names modules by their paths in the action's input root."""
     from helpers import toolchain_line
-    from reapi_server import exec_server
+    from reapi_engines import engine_exec_server
 
-    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        remote_differential(CASES["inline-asm-archived"], project, tmp_path, tc22, server.url,
+    with engine_exec_server(engine, tmp_path / engine, toolchain_line(tc22)) as url:
+        remote_differential(CASES["inline-asm-archived"], project, tmp_path, tc22, url,
                             LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
 
 
