@@ -240,12 +240,16 @@ def test_remote_cache_hits_print_as_in_process(name, project, tmp_path, tc22, ca
 @pytest.mark.slow
 def test_remote_execution_prints_as_in_process(project, tmp_path, tc22, engine):
     """The workers' stderr names modules by their paths in the action's input root."""
-    from helpers import toolchain_line
+    from helpers import links_of, toolchain_line
     from reapi_engines import engine_exec_server
 
     with engine_exec_server(engine, tmp_path / engine, toolchain_line(tc22)) as url:
         remote_differential(CASES["inline-asm-archived"], project, tmp_path, tc22, url,
                             LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
+    # What machine a printed came from the workers, not from compiles here after a remote failure.
+    ran = links_of(tmp_path / "a.log")[-1]
+    assert ran["remote_executed"] == len(ran["backends"]), ran
+    assert not [b["remote_error"] for b in ran["backends"] if b.get("remote_error")]
 
 
 D1, D2 = "0d2c1f5dc8483c9f24e0df97de15f253", "6dec7f4082e4c7809facfbf9e55c75a7"
