@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ALL_VERSIONS, LLVM_VERSIONS, Toolchain, callers_setting, isolation, toolchain
+from reapi_engines import ENGINES, engine_or_missing
 from reapi_server import buildgrid_or_missing
 
 
@@ -47,6 +48,12 @@ def isolated_env(tmp_path, monkeypatch):
 def buildgrid() -> None:
     """BuildGrid's venv (tests/reapi_server.py), or needs.missing."""
     buildgrid_or_missing()
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request) -> str:
+    """The REAPI server a test runs against, each in turn (tests/reapi_engines.py), or needs.missing."""
+    return engine_or_missing(request.param)
 
 
 @pytest.fixture

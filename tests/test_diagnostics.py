@@ -223,10 +223,11 @@ def remote_differential(case: Case, project: Path, tmp_path: Path, tc: Toolchain
 
 
 @pytest.fixture(scope="module")
-def cache_url(buildgrid, tmp_path_factory) -> str:
-    from reapi_server import cache_server
+def cache_url(engine, tmp_path_factory) -> str:
+    """A cache-only server of each engine in turn (tests/reapi_engines.py)."""
+    from reapi_engines import engine_cache_server
 
-    with cache_server(tmp_path_factory.mktemp("bgd")) as url:
+    with engine_cache_server(engine, tmp_path_factory.mktemp(engine)) as url:
         yield url
 
 
@@ -237,14 +238,18 @@ def test_remote_cache_hits_print_as_in_process(name, project, tmp_path, tc22, ca
 
 
 @pytest.mark.slow
-def test_remote_execution_prints_as_in_process(project, tmp_path, tc22, buildgrid):
+def test_remote_execution_prints_as_in_process(project, tmp_path, tc22, engine):
     """The workers' stderr names modules by their paths in the action's input root."""
-    from helpers import toolchain_line
-    from reapi_server import exec_server
+    from helpers import links_of, toolchain_line
+    from reapi_engines import engine_exec_server
 
-    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
-        remote_differential(CASES["inline-asm-archived"], project, tmp_path, tc22, server.url,
+    with engine_exec_server(engine, tmp_path / engine, toolchain_line(tc22)) as url:
+        remote_differential(CASES["inline-asm-archived"], project, tmp_path, tc22, url,
                             LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0")
+    # What machine a printed came from the workers, not from compiles here after a remote failure.
+    ran = links_of(tmp_path / "a.log")[-1]
+    assert ran["remote_executed"] == len(ran["backends"]), ran
+    assert not [b["remote_error"] for b in ran["backends"] if b.get("remote_error")]
 
 
 D1, D2 = "0d2c1f5dc8483c9f24e0df97de15f253", "6dec7f4082e4c7809facfbf9e55c75a7"

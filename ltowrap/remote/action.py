@@ -78,7 +78,8 @@ def _platform(platform: dict[str, str]) -> Any:  # a protos.Platform
 
 
 def _identity(identity: str, platform: dict[str, str]) -> tuple[Key, dict[Key, bytes]]:
-    """The identity Action of the key `identity` (cachekey.remote_key) and its blobs."""
+    """The identity Action of the key `identity` (cachekey.remote_key) and its blobs. Never run, so
+    its Command keeps the output_files it has always had: every cache entry stays where it was."""
     root_key, root_data = _serialized(protos.Directory())
     command = protos.Command(arguments=[IDENTITY_TOOL, identity], output_files=[OUTPUT], platform=_platform(platform))
     command_key, command_data = _serialized(command)
@@ -129,7 +130,9 @@ def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: C
     arguments = argv_for(names[job.module.path], SHARD, OUTPUT)
     if compiler:
         arguments[0] = compiler
-    command = protos.Command(arguments=arguments, output_files=[OUTPUT], platform=properties)
+    # output_paths for servers of REAPI 2.1 on (Buildbarn reads only it), output_files for 2.0
+    # ones (the spec lets a client give both; a 2.1 server ignores output_files then).
+    command = protos.Command(arguments=arguments, output_files=[OUTPUT], output_paths=[OUTPUT], platform=properties)
     if toolchain:
         command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=toolchain)
     command_key, command_data = _serialized(command)

@@ -54,9 +54,10 @@ Key = tuple[str, int]  # a blob's (sha256 hex, size)
 
 
 class RemoteError(Exception):
-    def __init__(self, message: str, unreachable: bool = False) -> None:
+    def __init__(self, message: str, unreachable: bool = False, code: grpc.StatusCode | None = None) -> None:
         super().__init__(message)
         self.unreachable = unreachable
+        self.code = code  # the gRPC status the server answered with, when it did
 
 
 def key_of(data: bytes) -> Key:
@@ -99,7 +100,7 @@ def _rpc_error(what: str, e: Exception, retries: int = 0) -> RemoteError:
     detail = e.details() if isinstance(e, (grpc.Call, _Refused)) else str(e)
     name = code.name if code is not None else "UNKNOWN"
     after = f" (after {retries} retries)" if retries else ""
-    return RemoteError(f"{what}: {name}: {detail}{after}", unreachable=code in UNREACHABLE)
+    return RemoteError(f"{what}: {name}: {detail}{after}", unreachable=code in UNREACHABLE, code=code)
 
 
 def _raise_refused(responses) -> None:
@@ -247,6 +248,10 @@ class Client:
                 raise RemoteError(f"remote_header {endpoint.header!r}: expected 'name: value'")
             self.metadata = ((name.strip().lower(), value.strip()),)
         self.batch_limit = DEFAULT_BATCH_LIMIT
+        # Blobs up to this size are read in batches. Buildbarn answers a BatchReadBlobs only up
+        # to its maximumMessageSizeBytes (2 MiB in its reference deployment), which it does not
+        # advertise: a larger read it refuses lowers this, and goes through ByteStream.
+        self.batch_read_limit = DEFAULT_BATCH_LIMIT - BATCH_MARGIN
         self.can_update = True  # the action cache takes results from clients (capabilities says)
         self.pressure = Pressure(endpoint.jobs)
         self._random = random.Random()
@@ -308,6 +313,7 @@ class Client:
         cache = caps.cache_capabilities
         limit = cache.max_batch_total_size_bytes
         self.batch_limit = min(limit, DEFAULT_BATCH_LIMIT) if limit > 0 else DEFAULT_BATCH_LIMIT
+        self.batch_read_limit = min(self.batch_read_limit, self.batch_limit - BATCH_MARGIN)
         # Servers from before digest_functions existed leave it empty: they speak SHA-256.
         if cache.digest_functions and SHA256 not in cache.digest_functions:
             raise RemoteError(f"the server does not take SHA-256 digests (it takes {list(cache.digest_functions)})",
@@ -387,19 +393,29 @@ class Client:
         """A blob's bytes, checked against its digest."""
         if key[1] == 0:
             return b""
-        if key[1] <= self.batch_limit - BATCH_MARGIN:
-            request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest_message(key)])
-            response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
-                                   protos.BatchReadBlobsResponse, "BatchReadBlobs", batch=True)
-            found = [r for r in response.responses if r.digest.hash == key[0]]
-            if not found or found[0].status.code != 0:
-                raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
-            data = found[0].data
-        else:
+        data = self._read_batch(key) if key[1] <= self.batch_read_limit else None
+        if data is None:
             data = self._read_stream(key)
         if key_of(data) != key:
             raise RemoteError(f"blob {key[0]}/{key[1]} came back with other contents")
         return data
+
+    def _read_batch(self, key: Key) -> bytes | None:
+        """The blob through BatchReadBlobs; None if the server refused it as too large for a batch."""
+        request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest_message(key)])
+        try:
+            response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
+                                   protos.BatchReadBlobsResponse, "BatchReadBlobs", batch=True)
+        except RemoteError as e:
+            if e.code != grpc.StatusCode.INVALID_ARGUMENT or key[1] <= 64 << 10:
+                raise
+            with self._counting:
+                self.batch_read_limit = min(self.batch_read_limit, key[1] - 1)
+            return None
+        found = [r for r in response.responses if r.digest.hash == key[0]]
+        if not found or found[0].status.code != 0:
+            raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
+        return found[0].data
 
     def _read_stream(self, key: Key) -> bytes:
         call = self.channel.unary_stream(BYTESTREAM + "Read", request_serializer=lambda m: m.SerializeToString(),

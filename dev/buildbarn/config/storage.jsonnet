@@ -1,0 +1,44 @@
+// bb_storage: the CAS and the action cache, in memory; Execute forwarded to bb_scheduler
+// when BB_SCHEDULER (host:port of its client server) is set, else a cache-only server.
+local common = import 'common.libsonnet';
+local scheduler = std.extVar('BB_SCHEDULER');
+
+local inMemory(entries, blockBytes) = {
+  'local': {
+    keyLocationMapInMemory: { entries: entries },
+    keyLocationMapMaximumGetAttempts: 16,
+    keyLocationMapMaximumPutAttempts: 64,
+    oldBlocks: 4,
+    currentBlocks: 8,
+    newBlocks: 1,
+    blocksInMemory: { blockSizeBytes: blockBytes },
+  },
+};
+
+{
+  grpcServers: [common.grpcServer(common.storage)],
+  maximumMessageSizeBytes: common.maximumMessageSizeBytes,
+  global: common.global,
+  contentAddressableStorage: {
+    backend: inMemory(1024 * 1024, 64 * 1024 * 1024),
+    getAuthorizer: common.allow,
+    putAuthorizer: common.allow,
+    findMissingAuthorizer: common.allow,
+  },
+  actionCache: {
+    // A result whose outputs the CAS lost is a miss, not a hit the client cannot use.
+    backend: {
+      completenessChecking: {
+        backend: inMemory(64 * 1024, 4 * 1024 * 1024),
+        maximumTotalTreeSizeBytes: 64 * 1024 * 1024,
+      },
+    },
+    getAuthorizer: common.allow,
+    putAuthorizer: common.allow,
+  },
+  executeAuthorizer: common.allow,
+  schedulers: if scheduler == '' then {} else {
+    // The empty prefix: every instance name goes to this scheduler, unchanged.
+    '': { endpoint: { address: scheduler } },
+  },
+}

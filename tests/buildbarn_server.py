@@ -1,0 +1,170 @@
+"""A real Buildbarn on loopback for tests: bb_storage, bb_scheduler, bb_worker, bb_runner.
+
+dev/setup builds the four binaries from the Go module proxy into .buildbarn/bin (the versions
+are dev/buildbarn/go.mod's); the configurations are the project's, dev/buildbarn/config/*.jsonnet,
+filled in through environment variables (Buildbarn hands its environment to Jsonnet).
+
+    bb_bin_or_missing()                          # or a skip (locally) / failure (CI=true)
+    with bb_cache_server(tmp_path) as url: ...   # "grpc://127.0.0.1:PORT": bb_storage alone
+    with bb_exec_server(tmp_path) as srv:        # all four; srv.url is bb_storage's
+        srv.url, srv.instance
+
+Every process listens on 127.0.0.1 only, on ports chosen free at start, gets its own process
+group and is stopped by its PID (reapi_server.stop_process). Each writes its log to
+<tmp_path>/<name>.log, which stays there after the test; a process that dies or is not ready
+within the start-up bound fails the fixture with its log's tail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from reapi_server import STARTUP_TIMEOUT_S, _log_tail, _wait_for, free_port, stop_process
+
+REPO = Path(__file__).resolve().parent.parent
+BB_BIN = REPO / ".buildbarn" / "bin"
+BB_CONFIG = REPO / "dev" / "buildbarn" / "config"
+BINARIES = ("bb_storage", "bb_scheduler", "bb_worker", "bb_runner")
+WORKER_NAME = "bb-worker"
+
+
+def bb_bin_or_missing() -> Path:
+    """The directory of the four Buildbarn binaries, or needs.missing naming the absent ones."""
+    absent = [name for name in BINARIES if not os.access(BB_BIN / name, os.X_OK)]
+    if absent:
+        from needs import missing
+
+        missing(f"Buildbarn ({', '.join(absent)} in {BB_BIN.relative_to(REPO)})",
+                "dev/setup builds it with Go from the Go module proxy")
+    return BB_BIN
+
+
+def _serves(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def _bb_process(name: str, binary: str, config: str, env: dict[str, str], workdir: Path,
+                port: int | None) -> Iterator[subprocess.Popen[bytes]]:
+    """Start .buildbarn/bin/<binary> on dev/buildbarn/config/<config>; yield once `port` takes
+    connections (at once when None), stop it on exit."""
+    log = workdir / f"{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(BB_BIN / binary), str(BB_CONFIG / config)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=workdir)
+    try:
+        if port is not None:
+            _wait_for(lambda: _serves(port), f"Buildbarn {name}", proc, log)
+        yield proc
+    finally:
+        stop_process(proc, timeout=5.0)
+
+
+def _env(state: Path, **values: str) -> dict[str, str]:
+    """The processes' environment: the Jsonnet variables every configuration reads, and no more
+    of ours than PATH (a stray variable would be a variable of the configuration too)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BB_DIR": str(state), "BB_SCHEDULER": "",
+           "BB_SCHEDULER_CLIENTS": "", "BB_SCHEDULER_WORKERS": "", "BB_RUNNER": "", "BB_CONCURRENCY": "1",
+           "BB_PLATFORM": "[]", "BB_WORKER_NAME": WORKER_NAME}
+    env.update(values)
+    return env
+
+
+@contextmanager
+def bb_cache_server(tmp_path: Path) -> Iterator[str]:
+    """bb_storage alone: CAS, ByteStream, action cache, Capabilities; yields its URL."""
+    bb_bin_or_missing()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = _env(tmp_path, BB_STORAGE=f"127.0.0.1:{port}")
+    with _bb_process("bb-storage", "bb_storage", "storage.jsonnet", env, tmp_path, port):
+        yield f"grpc://127.0.0.1:{port}"
+
+
+@dataclass(frozen=True)
+class BuildbarnServer:
+    url: str  # bb_storage's: CAS, action cache, and Execute forwarded to the scheduler
+    instance: str
+    workdir: Path  # the logs: bb-storage.log, bb-scheduler.log, bb-worker.log, bb-runner.log
+
+    def log(self, name: str) -> str:
+        return (self.workdir / f"{name}.log").read_text(errors="replace")
+
+
+def platform_properties(platform: dict[str, str]) -> str:
+    """The worker's platform as the configuration takes it: [{name, value}], sorted by name."""
+    return json.dumps([{"name": k, "value": v} for k, v in sorted(platform.items())])
+
+
+def _probe(url: str, instance: str, platform: dict[str, str], timeout: float) -> None:
+    """Run /bin/true through the whole deployment (client -> bb_storage -> bb_scheduler ->
+    bb_worker -> bb_runner) until it succeeds: until bb_worker has registered, the scheduler
+    refuses the action (no worker for its platform)."""
+    from ltowrap.remote import action
+    from ltowrap.remote.client import Client, Endpoint, RemoteError
+
+    client = Client(Endpoint(url, instance, timeout=5.0, exec_timeout=30.0))
+    deadline = time.monotonic() + timeout
+    try:
+        probe = action.probe(["/bin/true"], platform, 30)
+        client.upload(probe.blobs)
+        while True:
+            try:
+                client.execute(probe.key)
+                return
+            except RemoteError as e:
+                client.pressure.gone.clear()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Buildbarn did not run a probe action within {timeout} s: {e}") from None
+                time.sleep(0.1)
+    finally:
+        client.close()
+
+
+@contextmanager
+def bb_exec_server(tmp_path: Path, instance: str = "", concurrency: int = 2,
+                   platform: dict[str, str] | None = None) -> Iterator[BuildbarnServer]:
+    """bb_storage, bb_scheduler, one bb_worker with `concurrency` runner threads and its bb_runner.
+
+    platform: the worker's platform properties (default OSFamily=<this OS>, what ltowrap sends
+    by default); Buildbarn runs an action only on a worker whose platform equals the action's.
+    Yields once a probe action has run, so the worker is registered."""
+    bb_bin_or_missing()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    platform = platform if platform is not None else {"OSFamily": sys.platform}
+    state = tmp_path / "state"
+    for d in ("build", "cache"):
+        (state / d).mkdir(parents=True, exist_ok=True)
+    storage, clients, workers, runner = (free_port() for _ in range(4))
+    env = _env(state, BB_STORAGE=f"127.0.0.1:{storage}", BB_SCHEDULER=f"127.0.0.1:{clients}",
+               BB_SCHEDULER_CLIENTS=f"127.0.0.1:{clients}", BB_SCHEDULER_WORKERS=f"127.0.0.1:{workers}",
+               BB_RUNNER=f"127.0.0.1:{runner}", BB_CONCURRENCY=str(concurrency),
+               BB_PLATFORM=platform_properties(platform))
+    url = f"grpc://127.0.0.1:{storage}"
+    with ExitStack() as stack:
+        # Stopped in reverse: the worker before the runner, the scheduler and the storage.
+        stack.enter_context(_bb_process("bb-storage", "bb_storage", "storage.jsonnet", env, tmp_path, storage))
+        stack.enter_context(_bb_process("bb-scheduler", "bb_scheduler", "scheduler.jsonnet", env, tmp_path, workers))
+        stack.enter_context(_bb_process("bb-runner", "bb_runner", "runner.jsonnet", env, tmp_path, runner))
+        worker = stack.enter_context(_bb_process("bb-worker", "bb_worker", "worker.jsonnet", env, tmp_path, None))
+        try:
+            _probe(url, instance, platform, STARTUP_TIMEOUT_S)
+        except RuntimeError as e:
+            state_now = "running" if worker.poll() is None else f"exited with {worker.returncode}"
+            raise RuntimeError(f"{e}\nbb_worker ({state_now}):\n{_log_tail(tmp_path / 'bb-worker.log')}\n"
+                               f"bb_scheduler:\n{_log_tail(tmp_path / 'bb-scheduler.log')}") from None
+        yield BuildbarnServer(url=url, instance=instance, workdir=tmp_path)
