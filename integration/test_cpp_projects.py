@@ -78,6 +78,7 @@ VARIANTS = {
     "plain": LTO,
     "wpd": f"{LTO} -fvisibility=hidden -fwhole-program-vtables",
     "cfi": f"{LTO} -fvisibility=hidden -fsanitize=cfi -fno-sanitize=cfi-nvcall",
+    "dwarf": f"{LTO} -g -gsplit-dwarf",  # split DWARF: CMake passes the flags to the link too (dwo_dir)
 }
 SPLIT = ("wpd", "cfi")  # variants whose modules are split LTO units
 
@@ -357,6 +358,12 @@ def ninja(request: pytest.FixtureRequest, ninja_src: Path, tmp_path_factory: pyt
     return build_project("ninja", request.param, ninja_src, tmp_path_factory.mktemp(f"ninja-{request.param}"))
 
 
+@pytest.fixture(scope="module")
+def ninja_dwarf(ninja_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    needs("ninja", "dwarf")
+    return build_project("ninja", "dwarf", ninja_src, tmp_path_factory.mktemp("ninja-dwarf"))
+
+
 @pytest.fixture(scope="module", params=["plain", "wpd"])
 def fmt(request: pytest.FixtureRequest, fmt_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
     needs("fmt", request.param)
@@ -379,6 +386,24 @@ def test_ninja(ninja: Built, capsys: pytest.CaptureFixture) -> None:
     """ninja and ninja_test linked by ltowrap; ninja's unit tests pass on them."""
     assert "[382/382]" in ninja.check_output and "1.11.1" in ninja.check_output, ninja.check_output[-2000:]
     check_build(ninja, capsys)
+
+
+def test_ninja_split_dwarf(ninja_dwarf: Built, capsys: pytest.CaptureFixture) -> None:
+    """-g -gsplit-dwarf (issue 38): every link distributed and ninja's tests pass; each skeleton
+    unit of ninja names a .dwo that exists where in-process lld puts it (ninja-dwo/<task>.dwo,
+    relative to the unit's DW_AT_comp_dir), llvm-dwarfdump --verify and llvm-dwp pass."""
+    check_build(ninja_dwarf, capsys)
+    build = ninja_dwarf.build
+    dwarfdump, dwp = str(LLVM / "llvm-dwarfdump"), str(LLVM / "llvm-dwp")
+    for prog in ("ninja", "ninja_test"):
+        text = subprocess.run([dwarfdump, "--debug-info", prog], cwd=build, check=True, capture_output=True,
+                              text=True).stdout
+        names = re.findall(r'DW_AT_dwo_name\s+\("([^"]*)"\)', text)
+        assert names and all((build / n).is_file() and n.startswith(f"{prog}-dwo/") for n in names), (prog, names[:3])
+        verify = subprocess.run([dwarfdump, "--verify", prog], cwd=build, capture_output=True, text=True).stdout
+        assert "No errors." in verify, verify[-2000:]
+        subprocess.run([dwp, "-e", prog, "-o", f"{prog}.dwp"], cwd=build, check=True)
+    say(capsys, f"ninja-build (dwarf): {sum(1 for _ in (build / 'ninja-dwo').iterdir())} .dwo files of ninja")
 
 
 def test_fmt(fmt: Built, capsys: pytest.CaptureFixture) -> None:

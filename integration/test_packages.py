@@ -84,8 +84,10 @@ class Mode:
 
 
 def ltowrap_env(tmp: Path) -> dict[str, str]:
+    # small_link 0: bzip2-shared's compile-and-link of one module is distributed, to be checked
     return clean_env() | {"LTOWRAP_CACHE_DIR": str(tmp / "ltowrap-cache"), "LTOWRAP_JOBS": "2",
-                          "LTOWRAP_CONFIG": str(tmp / "no-config.toml")}  # not ~/.config/ltowrap
+                          "LTOWRAP_CONFIG": str(tmp / "no-config.toml"),  # not ~/.config/ltowrap
+                          "LTOWRAP_SMALL_LINK": "0"}
 
 
 def wrapper_mode(tmp: Path) -> Mode:
