@@ -159,8 +159,10 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         spans = [("direct lane", t0, t1), ("driver line", t1, time.time())]
         rc = run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans)
         if rc != 0:  # what the driver says after its linker failed, as it would have run it
-            print(f"{_driver_name(real[0], seen)}: error: linker command failed with exit code {rc} "
-                  "(use -v to see invocation)", file=sys.stderr)
+            from . import terminal
+
+            print(terminal.driver_error(_driver_name(real[0], seen), f"linker command failed with exit code {rc} "
+                                        "(use -v to see invocation)", terminal.driver_wants(seen)), file=sys.stderr)
         sys.exit(rc)
     # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)

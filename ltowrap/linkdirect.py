@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from . import cachekey, config, driverargs, fsutil, stats, toolchain
+from . import cachekey, config, driverargs, fsutil, stats, terminal, toolchain
 from .cache import LINKS, Cache
 
 TYPE_CHECKING = False
@@ -36,10 +36,12 @@ if TYPE_CHECKING:
 LINK_ENV = tuple(dict.fromkeys(toolchain.DRIVER_ENV + toolchain.BACKEND_ENV + toolchain.LINKER_ENV))
 
 
-def write_outputs(outputs: list[tuple[str, int]], relocatable: bool, payload: bytes, n_out: int) -> bool:
+def write_outputs(outputs: list[tuple[str, int]], relocatable: bool, payload: bytes, n_out: int,
+                  argv: list[str]) -> bool:
     """Write a memoised link's outputs as lld would (a new file renamed into place, mode 0777,
-    or 0666 for -r and the map, less the umask) and replay what it printed; False if a file
-    cannot be written (the real link will meet the same problem and say so)."""
+    or 0666 for -r and the map, less the umask) and replay what it printed (coloured as the
+    ld.lld `argv` would colour it: terminal.py); False if a file cannot be written (the real
+    link will meet the same problem and say so)."""
     pos = 0
     try:
         for i, (path, n) in enumerate(outputs):
@@ -50,7 +52,10 @@ def write_outputs(outputs: list[tuple[str, int]], relocatable: bool, payload: by
         return False
     sys.stdout.buffer.write(payload[pos : pos + n_out])
     sys.stdout.buffer.flush()
-    sys.stderr.buffer.write(payload[pos + n_out :])
+    err = payload[pos + n_out :]
+    if err and terminal.lld_wants(argv):
+        err = terminal.lld(err, os.path.basename(argv[0]))
+    sys.stderr.buffer.write(err)
     sys.stderr.buffer.flush()
     return True
 
@@ -119,7 +124,7 @@ class Lane:
             cache.stats.add("bad_entries")
             return None
         outputs, n_out = layout
-        return argv if write_outputs(outputs, relocatable, result.payload, n_out) else None
+        return argv if write_outputs(outputs, relocatable, result.payload, n_out, argv) else None
 
     def store(self, cache: Cache, argv: list[str], absent: list[str], files: list[tuple[str, str]],
               result_key: str, relocatable: bool) -> None:

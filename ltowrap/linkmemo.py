@@ -222,7 +222,7 @@ class Memo:
         if layout is None or tuple(p for p, _ in layout[0]) != self.outputs:
             self.cache.stats.add("bad_entries")
             return False
-        return write_outputs(layout[0], self.command.relocatable, payload, layout[1])
+        return write_outputs(layout[0], self.command.relocatable, payload, layout[1], self.argv)
 
 
 def prepare(run: JobRun, real: list[str], args: list[str], command: LinkCommand, cwd: str,

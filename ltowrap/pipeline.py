@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from . import cachekey, config, fsutil, linkdirect, linkmemo, log, proc, toolchain
+from . import cachekey, config, fsutil, linkdirect, linkmemo, log, proc, terminal, toolchain
 from .cache import MODULES
 from .errors import Reason, ToolFailed, Unsupported
 from .jobs import jobrun
@@ -201,8 +201,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
     if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
-        sys.stdout.write(printed.stdout)
-        sys.stderr.write(printed.stderr)
+        sys.stdout.buffer.write(printed.stdout.encode("utf-8", "surrogateescape"))
+        sys.stderr.buffer.write(_coloured(printed.stderr.encode("utf-8", "surrogateescape"), real[0], command))
         run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4)}
         for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
             run.record.span(name, start, end)
@@ -223,7 +223,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         # linker said goes into the log (and, with verbose, to stderr), to tell why.
         raise ToolFailed(final, rc, err.decode("utf-8", "replace"), Reason.FINAL_LINK_FAILED)
     sys.stdout.buffer.write(out)
-    sys.stderr.buffer.write(err)
+    sys.stderr.buffer.write(_coloured(err, real[0], command))
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
@@ -242,3 +242,11 @@ def _backend_diagnostics(printed: list[tuple[Module, str]], link_plan: LinkPlan,
     policy = diagnostics.Policy(os.path.basename(ld).removesuffix(".exe"), command.fatal_warnings,
                                 command.no_warnings, command.error_limit, lld_major)
     return diagnostics.render([(m.lld_id, text) for m, text in printed], names, policy)
+
+
+def _coloured(err: bytes, ld: str, command: cmdline.LinkCommand) -> bytes:
+    """What the link prints on stderr, coloured as lld colours it on a terminal (terminal.py):
+    the final link's own output is captured, so lld leaves it plain."""
+    if err and terminal.lld_wants(t for a in command.args for t in a.tokens):
+        return terminal.lld(err, os.path.basename(ld).removesuffix(".exe"))
+    return err
