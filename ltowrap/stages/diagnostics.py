@@ -39,13 +39,12 @@ _TOKEN = "{ltowrap-module:%s}"
 _TOKEN_RE = re.compile(r"\{ltowrap-module:([0-9a-f]{32})\}")
 _STORE_PATH = re.compile(r"(?<![^\s'\"(])m/\d{6}-([0-9a-f]{32})\.o")
 
-_SEVERITIES = ("warning", "error", "remark", "note")
 _CLANG = re.compile(r"(?:fatal )?(warning|error|remark|note): ")
 _SRCMGR = re.compile(r"([^\s:][^:]*):(\d+):(\d+): (warning|error|remark|note): ")
 _FLAG = re.compile(r" \[-[WR][^\]\s]*\]\n?$")
 _GENERATED = re.compile(r"\d+ (?:warnings?|errors?)(?: and \d+ errors?)? generated\.\n?$")
 _INLINE_ASM_FOLLOWUP = re.compile(r"(?:warning|error|note|remark): cannot compile inline asm(?: \[-W[^\]]*\])?\n?$")
-_LINKING = re.compile(r"linking module '[^']*': ", re.S)
+_LINKING = re.compile(r"linking module '[^']*': ")
 
 TOO_MANY_ERRORS = "too many errors emitted, stopping now (use {}=0 to see all errors)"
 
@@ -84,7 +83,7 @@ def parse(text: str) -> list[Diagnostic]:
             i += 1
             continue
         sm = _SRCMGR.match(line)
-        if sm is not None and sm.group(4) in _SEVERITIES:
+        if sm is not None:
             end = _next_header(lines, i + 1)
             head = f"{sm.group(1)}:{sm.group(2)}:{sm.group(3)}: {line[sm.end():]}"
             out.append(Diagnostic(sm.group(4), head + "".join(lines[i + 1 : end]), inline_asm=True))
@@ -101,7 +100,8 @@ def parse(text: str) -> list[Diagnostic]:
         last = next((j for j in range(i, end) if _FLAG.search(lines[j])), i)
         body = "".join(lines[i : last + 1])[clang.end():]
         body = _FLAG.sub("", body) if _FLAG.search(body) else body.removesuffix("\n")
-        out.append(Diagnostic(clang.group(1), _LINKING.sub("", body, count=1)))
+        linking = _LINKING.match(body)  # IRMover's: clang names the module it links into first
+        out.append(Diagnostic(clang.group(1), body[linking.end():] if linking else body))
         out.extend(Diagnostic("", raw) for raw in lines[last + 1 : end])
         i = end
     return out
