@@ -60,7 +60,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import clean_env
+from helpers import check_split_dwarf, clean_env
 from needs import missing
 
 from . import debsrc, fidelity
@@ -394,15 +394,8 @@ def test_ninja_split_dwarf(ninja_dwarf: Built, capsys: pytest.CaptureFixture) ->
     relative to the unit's DW_AT_comp_dir), llvm-dwarfdump --verify and llvm-dwp pass."""
     check_build(ninja_dwarf, capsys)
     build = ninja_dwarf.build
-    dwarfdump, dwp = str(LLVM / "llvm-dwarfdump"), str(LLVM / "llvm-dwp")
     for prog in ("ninja", "ninja_test"):
-        text = subprocess.run([dwarfdump, "--debug-info", prog], cwd=build, check=True, capture_output=True,
-                              text=True).stdout
-        names = re.findall(r'DW_AT_dwo_name\s+\("([^"]*)"\)', text)
-        assert names and all((build / n).is_file() and n.startswith(f"{prog}-dwo/") for n in names), (prog, names[:3])
-        verify = subprocess.run([dwarfdump, "--verify", prog], cwd=build, capture_output=True, text=True).stdout
-        assert "No errors." in verify, verify[-2000:]
-        subprocess.run([dwp, "-e", prog, "-o", f"{prog}.dwp"], cwd=build, check=True)
+        check_split_dwarf(LLVM, build, prog)
     say(capsys, f"ninja-build (dwarf): {sum(1 for _ in (build / 'ninja-dwo').iterdir())} .dwo files of ninja")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import clean_env
+from helpers import check_split_dwarf, clean_env
 from needs import missing
 
 from .lua import (CFLAGS, SCRIPTS, Toolchain, links, lua_src, lua_tree, make, makefile_objects, run_lua, stats,  # noqa: F401
@@ -89,16 +89,9 @@ def test_split_dwarf(lua_src: Path, tmp_path: Path) -> None:
     make(lua_src, tc, tmp_path / "cold.log", "linux", "MYLDFLAGS=-flto=thin -g -gsplit-dwarf", **split)
     run_lua(lua_src, tmp_path)
     check_cold_links(lua_src, tmp_path / "cold.log", tc)
-    dwarfdump, dwp = str(tc.llvm_bin / "llvm-dwarfdump"), str(tc.llvm_bin / "llvm-dwp")
     cold = {}
     for prog in ("lua", "luac"):
-        text = subprocess.run([dwarfdump, "--debug-info", prog], cwd=src, check=True, capture_output=True,
-                              text=True).stdout
-        names = re.findall(r'DW_AT_dwo_name\s+\("([^"]*)"\)', text)
-        assert names and all((src / n).is_file() and n.startswith(f"{prog}-dwo/") for n in names), (prog, names[:3])
-        verify = subprocess.run([dwarfdump, "--verify", prog], cwd=src, capture_output=True, text=True).stdout
-        assert "No errors." in verify, verify[-2000:]
-        subprocess.run([dwp, "-e", prog, "-o", f"{prog}.dwp"], cwd=src, check=True)
+        check_split_dwarf(tc.llvm_bin, src, prog)
         cold[prog] = ((src / prog).read_bytes(), {p.name: p.read_bytes() for p in (src / f"{prog}-dwo").iterdir()})
     for prog in ("lua", "luac"):
         (src / prog).unlink()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -517,3 +518,42 @@ def build_numbered(d: Path, tc: Toolchain, flags: list[str]) -> list[str]:
         run([tc.clang, *flags, "-c", name, "-o", name[:-2] + ".o"], d)
     run([tc.ar, "rcs", "libmem.a", "mem.o"], d)
     return NUMBERED_LINK
+
+
+# --- what a terminal shows, and split DWARF ---------------------------------------------------------
+
+
+def on_terminal(argv: list[str], cwd: Path | str, env: dict | None = None,
+                stdout: int | None = None) -> tuple[int, bytes]:
+    """Run argv with its stderr (and its stdout, unless `stdout` says where else) on a terminal (a
+    pty): its exit status and the bytes the terminal showed."""
+    import pty
+    import select
+
+    primary, secondary = pty.openpty()
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                             stdout=secondary if stdout is None else stdout, stderr=secondary)
+    os.close(secondary)
+    seen = b""
+    while select.select([primary], [], [], 60)[0]:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    return child.wait(60), seen
+
+
+def check_split_dwarf(llvm_bin: Path, where: Path, prog: str) -> None:
+    """prog's skeleton units each name a .dwo that exists, under prog-dwo/ as in-process lld puts
+    them; llvm-dwarfdump --verify passes on prog with them, and llvm-dwp packs them."""
+    dwarfdump = str(llvm_bin / "llvm-dwarfdump")
+    text = run([dwarfdump, "--debug-info", prog], where).stdout
+    names = re.findall(r'DW_AT_dwo_name\s+\("([^"]*)"\)', text)
+    assert names and all((where / n).is_file() and n.startswith(f"{prog}-dwo/") for n in names), (prog, names[:3])
+    verify = run([dwarfdump, "--verify", prog], where, check=False).stdout
+    assert "No errors." in verify, verify[-2000:]
+    run([str(llvm_bin / "llvm-dwp"), "-e", prog, "-o", f"{prog}.dwp"], where)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, links, ltowrap_env, run, toolchain, wrapper, write
+from helpers import Toolchain, links, ltowrap_env, on_terminal, run, toolchain, wrapper, write
 from needs import missing
 
 BIG_C = """extern void use(char *);
@@ -286,26 +286,10 @@ def test_render_names_modules_as_lld_and_drops_what_only_clang_prints():
     assert fatal.errors == 2 and fatal.stopped and fatal.stderr.endswith("(use --error-limit=0 to see all errors)\n")
 
 
-def on_terminal(argv: list[str], cwd: Path, env: dict | None = None) -> tuple[int, str]:
-    """Run argv with its stdout and stderr on a terminal (a pty): its exit status and what it showed."""
-    import os
-    import pty
-    import select
-
-    primary, secondary = pty.openpty()
-    child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
-    os.close(secondary)
-    seen = b""
-    while select.select([primary], [], [], 60)[0]:
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(primary)
-    return child.wait(60), seen.decode("utf-8", "replace").replace("\r\n", "\n")
+def terminal_shows(argv: list[str], cwd: Path, env: dict | None = None) -> tuple[int, str]:
+    """Exit status and what the terminal showed, its line ends as a pipe would carry them."""
+    rc, seen = on_terminal(argv, cwd, env)
+    return rc, seen.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 @pytest.mark.parametrize("name", ["inline-asm-archived", "fatal-warnings"])
@@ -314,11 +298,11 @@ def test_on_a_terminal_the_colours_are_lld_s_and_the_driver_s(name, project, tmp
     link shows the same bytes, cold and when the memo restores it (the cache keeps them plain)."""
     case = CASES[name]
     build(case, project, tc22)
-    expected = on_terminal([tc22.clang, *link_args(case, tc22)], project)
+    expected = terminal_shows([tc22.clang, *link_args(case, tc22)], project)
     assert "\033[0;35mwarning: \033[0m" in expected[1] or "\033[0;31merror: \033[0m" in expected[1], expected
     env = ltowrap_env(tc22, LTOWRAP_PROGRESS="0")  # the progress line is ltowrap's own, on a terminal
     for kind in ("cold", "again"):
-        got = on_terminal([wrapper("ltowrap-clang"), *link_args(case, tc22)], project, env)
+        got = terminal_shows([wrapper("ltowrap-clang"), *link_args(case, tc22)], project, env)
         assert got == expected, f"{kind}: {got!r} != in-process {expected!r}"
     assert [r["decision"] for r in links(tmp_path)] == ["distributed", "restored" if expected[0] == 0 else "distributed"]
     plain = seen(run([wrapper("ltowrap-clang"), *link_args(case, tc22)], project, env=env, check=False))

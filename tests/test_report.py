@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-from helpers import Toolchain, links, ltowrap_env, prepared, run, wrapper
+from helpers import Toolchain, links, ltowrap_env, on_terminal, prepared, run, wrapper
 
 from ltowrap import report
 
@@ -127,24 +124,8 @@ def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
     assert piped.stderr == ""
     (project / "prog").unlink()
     env["LTOWRAP_CACHE_DIR"] = str(tmp_path / "cold")  # compiles again: the line has something to show
-    primary, secondary = pty.openpty()
-    child = subprocess.Popen(argv, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=secondary)
-    os.close(secondary)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([primary], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    assert child.wait(60) == 0
-    os.close(primary)
+    rc, seen = on_terminal(argv, project, env, stdout=subprocess.DEVNULL)
+    assert rc == 0
     text = seen.decode()
     assert "ltowrap: prog  4/4 modules  (0 cached)" in text
     assert text.endswith("\r\x1b[K")  # and the line is cleared when the link is done
