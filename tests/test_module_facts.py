@@ -238,10 +238,10 @@ def test_cut_bitcode_is_refused_and_a_reader_bug_is_not(project, tc22, monkeypat
     def bug(*args):
         raise IndexError("a bug")
 
-    monkeypatch.setattr(irmodule._Module, "read", bug)
+    monkeypatch.setattr(irmodule, "_module_facts", bug)
     with pytest.raises(IndexError):
         irmodule.read(data)
-    monkeypatch.setattr(irmodule._AsmReader, "read", bug)
+    monkeypatch.setattr(irmodule, "_asm_function", bug)
     with pytest.raises(IndexError):
         irmodule.inline_asm(data)
 

@@ -11,11 +11,12 @@ fixed32), 2 DEFINE_ABBREV, 3 UNABBREV_RECORD (code vbr6, count vbr6, operands vb
 ids >= 4 are records laid out by a defined abbreviation. Abbreviations for a block may
 also come from the BLOCKINFO block (id 0, SETBID record 1).
 
-Two ways to walk a stream, for two costs:
-- walk_stream / walk with a Visitor (or read_tree, the whole stream as nested Nodes): every
-  record of the blocks the visitor enters is decoded, abbreviations and BLOCKINFO handled;
-- items / scan: a generator over one block's records and sub-blocks, which the caller reads
-  as far as it needs and may jump in (scan decodes only the records of the codes asked for).
+One way to read a stream: read(stream, want), where Want says, as data, which blocks to
+read, which records to decode and which to pass over, and how many entries of a block to
+take. The answer is a tree of Nodes. Being data, the same walk runs in C (ltowrap/_bitcode.c,
+built by pip install when a C compiler is there) or, as the reference and the fallback, in
+Python (read_python); the two give equal trees and refuse the same streams, so every key
+is the same whichever read it.
 
 An index shard records, in its MODULE_STRTAB block, the path of every module the backend
 compile will read, and lld writes whatever paths it was given: ltowrap's store paths, or
@@ -27,8 +28,29 @@ paths do not exist: relocate() rewrites its MODULE_STRTAB block with other modul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
+
+
+def _compiled() -> ModuleType | None:
+    """The compiled reader, unless it is missing or LTOWRAP_NATIVE=0 turns it off."""
+    if os.environ.get("LTOWRAP_NATIVE", "1") == "0":
+        return None
+    try:
+        from .. import _bitcode  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _bitcode
+
+
+_native = _compiled()
+
+
+def implementation() -> str:
+    """Which reader runs here: 'compiled' or 'python' (`ltowrap doctor` and `stats` say it)."""
+    return "python" if _native is None else "compiled"
 
 # --- record codes (llvm/Bitcode/LLVMBitCodes.h, names as there) ------------------------------------
 # Only what ltowrap reads. A code means something only inside its block.
@@ -170,6 +192,10 @@ CHAR6 = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._"
 Abbrev = list[tuple[str, int]]
 
 
+# The widest fixed or vbr chunk, and abbreviation id, LLVM's reader takes (MaxChunkSize).
+MAX_WIDTH = 32
+
+
 class BadBitcode(ValueError):
     pass
 
@@ -206,10 +232,13 @@ class Reader:
             chunk = self.fixed(n)
             value |= (chunk & (hi - 1)) << shift
             if not chunk & hi:
-                return value
+                break
             shift += n - 1
-            if shift > 64:
+            if shift >= 64:  # as every reader here: no chunk starts past bit 64, no value above it
                 raise BadBitcode("vbr too long")
+        if value >> 64:
+            raise BadBitcode("vbr too long")
+        return value
 
     def align32(self) -> None:
         self.pos = (self.pos + 31) & ~31
@@ -243,12 +272,15 @@ class Reader:
                     avail = 512 - (pos & 7)
                 chunk = window & mask
                 value, used, shift = chunk & low, width, width - 1
-                while chunk & hi:
-                    chunk = (window >> used) & mask
-                    value |= (chunk & low) << shift
-                    used += width
-                    shift += width - 1
-                    if shift > 64 + width:
+                if chunk & hi:
+                    while chunk & hi:
+                        if shift >= 64:
+                            raise BadBitcode("vbr too long")
+                        chunk = (window >> used) & mask
+                        value |= (chunk & low) << shift
+                        used += width
+                        shift += width - 1
+                    if value >> 64:
                         raise BadBitcode("vbr too long")
                 out.append(value)
                 window >>= used
@@ -277,8 +309,22 @@ class Reader:
         if self.pos > self.end:
             raise BadBitcode("read past the end")
 
+    def skip_vbr(self, n: int, width: int) -> None:
+        """Move past n vbr fields of this width, counting their chunks (not checking their
+        values: what is passed over is checked only for running past the end)."""
+        if width == 6:
+            self.skip_vbr6(n)
+            return
+        if width * n > self.end - self.pos:
+            raise BadBitcode("read past the end")
+        hi = 1 << (width - 1)
+        for _ in range(n):
+            while self.fixed(width) & hi:
+                pass
+
     def skip(self, abbrev: Abbrev) -> None:
-        """Move past one record laid out by `abbrev`: fixed-width fields and arrays by arithmetic."""
+        """Move past one record laid out by `abbrev`: fixed-width fields and arrays by arithmetic,
+        vbr fields by their chunks. Counts (an array's, a blob's) are read as any vbr."""
         i = 0
         while i < len(abbrev):
             kind, width = abbrev[i]
@@ -287,10 +333,10 @@ class Reader:
                 kind, width = abbrev[i + 1]
                 if kind in ("fixed", "char6"):
                     self.pos += n * (6 if kind == "char6" else width)
-                elif kind == "vbr" and width == 6:
-                    self.skip_vbr6(n)
+                elif kind == "vbr":
+                    self.skip_vbr(n, width)
                 else:
-                    self.run(n, kind, width)
+                    raise BadBitcode(f"an array of {kind}")
                 i += 2
                 continue
             if kind == "blob":
@@ -301,8 +347,10 @@ class Reader:
             elif kind == "fixed" or kind == "char6":
                 self.pos += 6 if kind == "char6" else width
             elif kind == "vbr":
-                self.vbr(width)
+                self.skip_vbr(1, width)
             i += 1
+            if self.pos > self.end:
+                raise BadBitcode("read past the end")
         if self.pos > self.end:
             raise BadBitcode("read past the end")
 
@@ -317,7 +365,15 @@ def define_abbrev(r: Reader) -> Abbrev:
             continue
         enc = r.fixed(3)
         if enc in (1, 2):
-            ops.append(("fixed" if enc == 1 else "vbr", r.vbr(5)))
+            width = r.vbr(5)
+            # As LLVM's reader: a field of no bits is a literal 0, one wider than 32 bits is
+            # refused (MaxChunkSize). A one-bit vbr could not say where it ends.
+            if width == 0:
+                ops.append(("lit", 0))
+            elif width > MAX_WIDTH or (enc == 2 and width < 2):
+                raise BadBitcode(f"a {'fixed' if enc == 1 else 'vbr'}{width} field")
+            else:
+                ops.append(("fixed" if enc == 1 else "vbr", width))
         elif enc in (3, 4, 5):
             ops.append(({3: "array", 4: "char6", 5: "blob"}[enc], 0))
         else:
@@ -374,12 +430,14 @@ def read_record(r: Reader, abbrev: Abbrev) -> list[int]:
                 low = (1 << (width - 1)) - 1
                 field, chunk, shift, width = field & low, field, width - 1, 0
                 while chunk >> (value - 1):
+                    if shift >= 64:
+                        raise BadBitcode("vbr too long")
                     width += value
                     chunk = (window >> width) & ((1 << value) - 1)
                     field |= (chunk & low) << shift
                     shift += value - 1
-                    if shift > 64 + value:
-                        raise BadBitcode("vbr too long")
+                if field >> 64:
+                    raise BadBitcode("vbr too long")
                 width += value
             values.append(ord(CHAR6[field]) if kind == "char6" else field)
             window >>= width
@@ -467,6 +525,8 @@ def top_level(stream: bytes) -> Reader:
 def enter_block(r: Reader) -> Block:
     """The block whose ENTER_SUBBLOCK abbreviation id was just read: its id, width and extent."""
     bid, width = r.vbr(8), r.vbr(4)
+    if width > MAX_WIDTH:
+        raise BadBitcode(f"abbreviation ids of {width} bits")
     r.align32()
     length_at = r.pos
     words = r.fixed(32)
@@ -481,89 +541,51 @@ def inside(stream: bytes, block: Block) -> Reader:
     return Reader(stream, block.start, block.end)
 
 
-# --- walking with a visitor ----------------------------------------------------------------------------
+# --- reading: one walk, driven by data ------------------------------------------------------------------
+
+# The top level's id in Want's maps and as the root Node's bid.
+TOP_LEVEL = -1
+# Blocks nested deeper than this are refused: LLVM writes four levels at most, and a hostile
+# stream must not exhaust the stack of either reader.
+MAX_DEPTH = 64
 
 
-class Visitor:
-    """What walk() tells of the blocks and records it meets."""
+@dataclass(frozen=True)
+class Want:
+    """What read() takes of a stream. It is data, not callbacks, so that the compiled reader
+    (ltowrap._bitcode) runs the whole walk without calling back into Python.
 
-    def enter(self, block: Block) -> bool:
-        """Whether to read the block's records (else it is skipped whole)."""
-        return False
+    - A sub-block is read when its id is in `enter` (None: any) and not in `skip`; any
+      other is jumped over by its length word and left out of the tree. BLOCKINFO blocks
+      are always read, since later blocks are encoded by their abbreviations, and are in
+      the tree only when entered.
+    - `only` and `unread`, by block id (TOP_LEVEL for the top level): the record codes
+      whose fields are read (only), or passed over (unread). A record whose fields are
+      passed over comes as [code] alone, its fields skipped as cheaply as its layout
+      allows: its place still counts (metadata and value ids are by position).
+    - `first`, by block id: how many entries (records and sub-blocks, read or not) of such
+      a block are read; the rest is jumped over. 0 keeps the block as an empty Node, which
+      says only that it is there.
+    - `blobs`: a blob as one field per byte (as LLVM's reader gives it to a record that
+      takes no blob), else as two fields, its byte offset in the stream and its length.
+    """
 
-    def leave(self, block: Block) -> None:
-        pass
+    enter: frozenset[int] | None = None
+    skip: frozenset[int] = frozenset()
+    only: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    unread: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    first: Mapping[int, int] = field(default_factory=dict)
+    blobs: bool = True
 
-    def record(self, block: Block | None, values: list[int]) -> None:
-        """A record of `block` (None: the top level), abbreviations applied, blobs as bytes."""
+    def enters(self, bid: int) -> bool:
+        return (self.enter is None or bid in self.enter) and bid not in self.skip
 
-    def unread(self, block: Block) -> Container[int]:
-        """Record codes of `block` whose fields the visitor does not need: such a record comes
-        as [code] alone, its fields passed over (as cheaply as its layout allows) when its
-        code is known before them."""
-        return ()
-
-
-def walk(r: Reader, width: int, block: Block | None, blockinfo: dict[int, list[Abbrev]], visitor: Visitor) -> None:
-    """Read a block (None: the top level) to its END_BLOCK, telling the visitor. `blockinfo`,
-    block id -> abbreviations, is what BLOCKINFO blocks define; a BLOCKINFO block walked adds
-    to it."""
-    abbrevs: list[Abbrev] = list(blockinfo.get(block.bid, [])) if block is not None else []
-    current_bid: int | None = None
-    unread = visitor.unread(block) if block is not None else ()
-    while r.pos + width <= r.end:
-        code = r.fixed(width)
-        if code == 0:  # END_BLOCK
-            r.align32()
-            return
-        if code == 1:  # ENTER_SUBBLOCK
-            sub = enter_block(r)
-            if visitor.enter(sub):
-                # A module's BLOCKINFO is its own: LLVM reads each module of a file (a split LTO
-                # unit has two) with a cursor of its own, from what the top level defined.
-                scope = {k: list(v) for k, v in blockinfo.items()} if block is None and sub.bid == MODULE_BLOCK_ID \
-                    else blockinfo
-                walk(Reader(r.data, sub.start, sub.end), sub.width, sub, scope, visitor)
-                visitor.leave(sub)
-            r.pos = sub.end
-            continue
-        if code == 2:
-            ops = define_abbrev(r)
-            if block is not None and block.bid == BLOCKINFO_BLOCK_ID:
-                if current_bid is None:
-                    raise BadBitcode("abbreviation before SETBID")
-                blockinfo.setdefault(current_bid, []).append(ops)
-            else:
-                abbrevs.append(ops)
-            continue
-        if code == 3:
-            rec_code, n = r.vbr(6), r.vbr(6)
-            if rec_code in unread:
-                r.skip_vbr6(n)
-                values = [rec_code]
-            else:
-                values = [rec_code, *r.run(n, "vbr", 6)]
-        else:
-            if code - 4 >= len(abbrevs):
-                raise BadBitcode(f"undefined abbreviation {code}")
-            abbrev = abbrevs[code - 4]
-            if unread and abbrev[0][0] == "lit" and abbrev[0][1] in unread:
-                r.skip(abbrev)
-                values = [abbrev[0][1]]
-            else:
-                values = read_record(r, abbrev)
-        if block is not None and block.bid == BLOCKINFO_BLOCK_ID and values and values[0] == 1:  # SETBID
-            if len(values) < 2:
-                raise BadBitcode("SETBID without a block id")
-            current_bid = values[1]
-        visitor.record(block, values)
-    if block is not None:
-        raise BadBitcode("block without END_BLOCK")
-
-
-def walk_stream(stream: bytes, visitor: Visitor) -> None:
-    """Walk a whole bitstream (bitstream() of a file) from its top level."""
-    walk(top_level(stream), 2, None, {}, visitor)
+    def fields_of(self, bid: int) -> Callable[[int], bool]:
+        """Whether a record of this code in a block of this id comes with its fields."""
+        only, unread = self.only.get(bid), self.unread.get(bid, frozenset())
+        if only is None:
+            return lambda code: code not in unread
+        return lambda code: code in only and code not in unread
 
 
 def record_bytes(chars: list[int]) -> bytes:
@@ -582,11 +604,12 @@ def ints_text(values: list[int] | tuple[int, ...]) -> str:
 
 @dataclass
 class Node:
-    """A block as read by TreeBuilder: its records (code and fields) and sub-blocks, in stream
-    order. The root, bid -1, is the stream's top level."""
+    """A block as read(): its records (code and fields) and the sub-blocks read, in stream order,
+    and where it lies. The root, bid TOP_LEVEL and no block, is the stream's top level."""
 
     bid: int
     items: list[list[int] | Node] = field(default_factory=list)
+    block: Block | None = None
 
     def lines(self, depth: int = 0) -> list[str]:
         """The block as text, each record as it was read, indented by depth. BLOCKINFO blocks
@@ -602,85 +625,117 @@ class Node:
         out.append(f"{pad}end {self.bid}")
         return out
 
+    def blocks(self, bid: int) -> list[Node]:
+        """The sub-blocks of this id that were read, in order."""
+        return [item for item in self.items if isinstance(item, Node) and item.bid == bid]
 
-@dataclass
-class TreeBuilder(Visitor):
-    """The stream as nested Nodes of decoded records (a subclass may skip blocks in enter)."""
 
-    root: Node = field(default_factory=lambda: Node(-1))
-    open: list[Node] = field(default_factory=list)
+def read(stream: bytes, want: Want = Want()) -> Node:
+    """The bitstream (bitstream() of a file) as a tree of what `want` asks for; BadBitcode if
+    that cannot be read. The compiled reader when it is there, else read_python: the two
+    give equal trees and refuse the same streams."""
+    if _native is not None:
+        return _native.read(stream, want, Node, Block, BadBitcode)
+    return read_python(stream, want)
 
-    def enter(self, block: Block) -> bool:
-        node = Node(block.bid)
-        (self.open[-1] if self.open else self.root).items.append(node)
-        self.open.append(node)
-        return True
 
-    def leave(self, block: Block) -> None:
-        self.open.pop()
+def read_python(stream: bytes, want: Want = Want()) -> Node:
+    """read(), in Python: the reference the compiled reader is held to."""
+    root = Node(TOP_LEVEL)
+    _read_block(Reader(stream, 32), 2, root, {}, want, 0)
+    return root
 
-    def record(self, block: Block | None, values: list[int]) -> None:
-        (self.open[-1] if self.open else self.root).items.append(values)
+
+def _read_block(r: Reader, width: int, node: Node, blockinfo: dict[int, list[Abbrev]], want: Want,
+                depth: int) -> None:
+    """Read a block's contents (the top level's, for the root) into `node`, up to its END_BLOCK.
+    `blockinfo`, block id -> abbreviations, is what BLOCKINFO blocks define; one read here
+    adds to it."""
+    bid = node.bid
+    abbrevs: list[Abbrev] = list(blockinfo.get(bid, [])) if bid != TOP_LEVEL else []
+    # BLOCKINFO is read whole whatever `want` says: the other blocks need what it defines.
+    wanted = want.fields_of(bid) if bid != BLOCKINFO_BLOCK_ID else Want().fields_of(bid)
+    limit = want.first.get(bid) if bid != BLOCKINFO_BLOCK_ID else None
+    setbid: int | None = None  # in BLOCKINFO: the block id its abbreviations are for
+    entries = 0
+    while r.pos + width <= r.end:
+        if limit is not None and entries >= limit:
+            return
+        code = r.fixed(width)
+        if code == 0:  # END_BLOCK
+            r.align32()
+            return
+        if code == 1:  # ENTER_SUBBLOCK
+            sub = enter_block(r)
+            entries += 1
+            if sub.bid == BLOCKINFO_BLOCK_ID or want.enters(sub.bid):
+                if depth >= MAX_DEPTH:
+                    raise BadBitcode("blocks nested too deep")
+                # A module's BLOCKINFO is its own: LLVM reads each module of a file (a split LTO
+                # unit has two) with a cursor of its own, from what the top level defined.
+                scope = {k: list(v) for k, v in blockinfo.items()} \
+                    if bid == TOP_LEVEL and sub.bid == MODULE_BLOCK_ID else blockinfo
+                child = Node(sub.bid, [], sub)
+                _read_block(Reader(r.data, sub.start, sub.end), sub.width, child, scope, want, depth + 1)
+                if want.enters(sub.bid):
+                    node.items.append(child)
+            r.pos = sub.end
+            continue
+        if code == 2:  # DEFINE_ABBREV
+            ops = define_abbrev(r)
+            if bid == BLOCKINFO_BLOCK_ID:
+                if setbid is None:
+                    raise BadBitcode("abbreviation before SETBID")
+                blockinfo.setdefault(setbid, []).append(ops)
+            else:
+                abbrevs.append(ops)
+            continue
+        entries += 1
+        if code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
+            rec_code, n = r.vbr(6), r.vbr(6)
+            if wanted(rec_code):
+                values = [rec_code, *r.run(n, "vbr", 6)]
+            else:
+                r.skip_vbr6(n)
+                values = [rec_code]
+        else:
+            if code - 4 >= len(abbrevs):
+                raise BadBitcode(f"undefined abbreviation {code}")
+            abbrev = abbrevs[code - 4]
+            if abbrev[0][0] == "lit" and not wanted(abbrev[0][1]):
+                r.skip(abbrev)
+                values = [abbrev[0][1]]
+            else:
+                values = _record(r, abbrev, want.blobs)
+                if not wanted(values[0]):
+                    values = values[:1]
+        if bid == BLOCKINFO_BLOCK_ID and values[0] == 1:  # SETBID
+            if len(values) < 2:
+                raise BadBitcode("SETBID without a block id")
+            setbid = values[1]
+        node.items.append(values)
+    if bid != TOP_LEVEL:
+        raise BadBitcode("block without END_BLOCK")
+
+
+def _record(r: Reader, abbrev: Abbrev, blobs: bool) -> list[int]:
+    """The code and fields of one record laid out by `abbrev`; a blob as Want.blobs says."""
+    if abbrev[-1][0] == "blob" and not blobs:
+        values = read_record(r, abbrev[:-1])
+        n = r.vbr(6)
+        r.align32()
+        values += [r.pos >> 3, n]
+        r.pos += 8 * n
+        r.align32()
+        if r.pos > r.end:
+            raise BadBitcode("read past the end")
+        return values
+    return read_record(r, abbrev)
 
 
 def read_tree(data: bytes) -> Node:
     """A bitcode file's whole stream as a tree; BadBitcode if unreadable."""
-    builder = TreeBuilder()
-    walk_stream(bitstream(data), builder)
-    return builder.root
-
-
-# --- walking as a generator ----------------------------------------------------------------------------
-
-
-def _entries(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | int]:
-    """The sub-blocks of a block and the abbreviation ids of its records, up to its END_BLOCK;
-    abbreviations are added to `abbrevs` as they are defined. The caller reads each record
-    (r is at its fields) before asking for the next; a sub-block is skipped once seen."""
-    while r.pos + width <= r.end:
-        code = r.fixed(width)
-        if code == 0:  # END_BLOCK
-            return
-        if code == 1:  # ENTER_SUBBLOCK
-            block = enter_block(r)
-            yield block
-            r.pos = block.end
-        elif code == 2:
-            abbrevs.append(define_abbrev(r))
-        else:
-            yield code
-
-
-def items(r: Reader, width: int, abbrevs: list[Abbrev]) -> Iterator[Block | list[int]]:
-    """The sub-blocks and records (read_values) of a block, up to its END_BLOCK; abbreviations are
-    added to `abbrevs` as they are defined (BLOCKINFO is the caller's: walk one with a Visitor).
-    A sub-block is skipped once the caller has seen it; the caller may move r.pos between
-    records (to jump)."""
-    for entry in _entries(r, width, abbrevs):
-        yield entry if isinstance(entry, Block) else read_values(r, entry, abbrevs)
-
-
-def scan(r: Reader, width: int, abbrevs: list[Abbrev], codes: Container[int]) -> Iterator[Block | list[int] | None]:
-    """As items, but only the records whose code is in `codes` are decoded (blobs as bytes);
-    any other record is passed over, as cheaply as its layout allows, and comes as None."""
-    for code in _entries(r, width, abbrevs):
-        if isinstance(code, Block):
-            yield code
-        elif code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
-            rec_code, n = r.vbr(6), r.vbr(6)
-            if rec_code in codes:
-                yield [rec_code, *r.run(n, "vbr", 6)]
-            else:
-                r.skip_vbr6(n)
-                yield None
-        elif code - 4 >= len(abbrevs):
-            raise BadBitcode(f"undefined abbreviation {code}")
-        elif abbrevs[code - 4][0][0] == "lit" and abbrevs[code - 4][0][1] not in codes:
-            r.skip(abbrevs[code - 4])
-            yield None
-        else:
-            values = read_values(r, code, abbrevs, blobs=True)
-            yield values if values[0] in codes else None
+    return read(bitstream(data))
 
 
 # --- records --------------------------------------------------------------------------------------------
@@ -712,34 +767,8 @@ def _is_entry(values: list[int]) -> bool:
     return values[0] == MST_CODE_ENTRY and len(values) >= 2
 
 
-# Blocks that may hold MODULE_STRTAB, or abbreviations for it.
-_PATH_BLOCKS = (MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID, BLOCKINFO_BLOCK_ID)
-
-
-@dataclass
-class _StrtabFinder(Visitor):
-    """The MODULE_STRTAB block, its records, and the blocks around it."""
-
-    open: list[Block] = field(default_factory=list)
-    found: tuple[list[Block], Block] | None = None
-    records: list[list[int]] = field(default_factory=list)
-
-    def enter(self, block: Block) -> bool:
-        if block.bid not in _PATH_BLOCKS:
-            return False
-        self.open.append(block)
-        return True
-
-    def leave(self, block: Block) -> None:
-        self.open.pop()
-        if block.bid == MODULE_STRTAB_BLOCK_ID:
-            if self.found is not None:
-                raise BadBitcode("two MODULE_STRTAB blocks")
-            self.found = (list(self.open), block)
-
-    def record(self, block: Block | None, values: list[int]) -> None:
-        if block is not None and block.bid == MODULE_STRTAB_BLOCK_ID:
-            self.records.append(values)
+# The blocks that hold MODULE_STRTAB: a shard's one MODULE_BLOCK.
+_STRTAB_WANT = Want(enter=frozenset({MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID}))
 
 
 class _Writer:
@@ -773,13 +802,8 @@ class _Writer:
         return bytes(self.out) + self.value.to_bytes(self.bits // 8, "little")
 
 
-class _ModuleCounter(Visitor):
-    def __init__(self) -> None:
-        self.modules = 0
-
-    def enter(self, block: Block) -> bool:
-        self.modules += block.bid == MODULE_BLOCK_ID
-        return False  # top-level blocks only, each jumped over by its length word
+# Each top-level block's presence, no more (a module's length word jumps over it).
+_MODULES_WANT = Want(enter=frozenset({MODULE_BLOCK_ID}), first={MODULE_BLOCK_ID: 0})
 
 
 def module_count(data: bytes) -> int:
@@ -789,9 +813,7 @@ def module_count(data: bytes) -> int:
     -fsanitize=cfi imply): the ThinLTO module, then a regular-LTO module holding the vtables
     and type metadata, which lld links with every other regular-LTO module into one object.
     """
-    counter = _ModuleCounter()
-    walk_stream(bitstream(data), counter)
-    return counter.modules
+    return len(read(bitstream(data), _MODULES_WANT).blocks(MODULE_BLOCK_ID))
 
 
 def module_paths(shard: bytes) -> list[str]:
@@ -814,37 +836,48 @@ class Strtab:
     """A shard's MODULE_STRTAB, read once: its paths, and the shard relocated (remote/action.py
     needs both, the paths to rank them before it renames them)."""
 
-    def __init__(self, stream: bytes, finder: _StrtabFinder) -> None:
-        self.stream, self.finder = stream, finder
-        self.paths = [_module_path(v) for v in finder.records if _is_entry(v)]
+    def __init__(self, stream: bytes, parents: list[Block], strtab: Node | None) -> None:
+        self.stream, self.parents, self.strtab = stream, parents, strtab
+        self.records = [item for item in strtab.items if isinstance(item, list)] if strtab is not None else []
+        self.paths = [_module_path(v) for v in self.records if _is_entry(v)]
 
     @classmethod
     def of(cls, shard: bytes) -> Strtab:
         stream = bitstream(shard)
-        finder = _StrtabFinder()
-        walk_stream(stream, finder)
-        return cls(stream, finder)
+        found: list[tuple[list[Block], Node]] = []
+
+        def find(node: Node, parents: list[Block]) -> None:
+            for sub in node.items:
+                if isinstance(sub, Node) and sub.block is not None:
+                    if sub.bid == MODULE_STRTAB_BLOCK_ID:
+                        found.append((parents, sub))
+                    find(sub, [*parents, sub.block])
+
+        find(read(stream, _STRTAB_WANT), [])
+        if len(found) > 1:
+            raise BadBitcode("two MODULE_STRTAB blocks")
+        return cls(stream, *found[0]) if found else cls(stream, [], None)
 
     def relocate(self, rename: Callable[[str], str]) -> bytes:
-        stream, finder = self.stream, self.finder
-        if finder.found is None:
+        stream, strtab = self.stream, self.strtab
+        if strtab is None or strtab.block is None:
             raise BadBitcode("no MODULE_STRTAB block")
-        parents, strtab = finder.found
+        block = strtab.block
         w = _Writer()
-        for values in finder.records:
+        for values in self.records:
             if _is_entry(values):
                 values = [*values[:2], *rename(_module_path(values)).encode("utf-8", "surrogateescape")]
-            w.fixed(3, strtab.width)  # UNABBREV_RECORD
+            w.fixed(3, block.width)  # UNABBREV_RECORD
             w.vbr(values[0], 6)
             w.vbr(len(values) - 1, 6)
             for v in values[1:]:
                 w.vbr(v, 6)
-        w.fixed(0, strtab.width)  # END_BLOCK
+        w.fixed(0, block.width)  # END_BLOCK
         body = w.data()
-        delta = len(body) // 4 - (strtab.end - strtab.start) // 32
-        out = bytearray(stream[: strtab.start // 8] + body + stream[strtab.end // 8 :])
-        for block in (*parents, strtab):
-            at = block.length_at // 8
+        delta = len(body) // 4 - (block.end - block.start) // 32
+        out = bytearray(stream[: block.start // 8] + body + stream[block.end // 8 :])
+        for around in (*self.parents, block):
+            at = around.length_at // 8
             words = int.from_bytes(out[at : at + 4], "little") + delta
             out[at : at + 4] = words.to_bytes(4, "little")
         return bytes(out)

@@ -45,8 +45,7 @@ shard key's part.
 
 from __future__ import annotations
 
-from collections.abc import Container
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_FLOAT, CST_CODE_INTEGER, CST_CODE_NULL, \
     CST_CODE_POISON, CST_CODE_SETTYPE, CST_CODE_UNDEF, CST_CODE_WIDE_INTEGER, FUNCTION_BLOCK_ID, GLOBAL_VALUE_CODES, \
@@ -62,7 +61,7 @@ from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_FLOAT, CST
     TYPE_CODE_LABEL, TYPE_CODE_METADATA, TYPE_CODE_NUMENTRY, TYPE_CODE_OPAQUE, TYPE_CODE_OPAQUE_POINTER, \
     TYPE_CODE_PPC_FP128, TYPE_CODE_STRUCT_ANON, TYPE_CODE_STRUCT_NAME, TYPE_CODE_STRUCT_NAMED, TYPE_CODE_TARGET_TYPE, \
     TYPE_CODE_TOKEN, TYPE_CODE_VECTOR, TYPE_CODE_VOID, TYPE_CODE_X86_AMX, TYPE_CODE_X86_FP80, TYPE_CODE_X86_MMX, \
-    VALUE_SYMTAB_BLOCK_ID, Block, Node, TreeBuilder, bitstream, ints_text, metadata_strings, record_bytes, walk_stream
+    VALUE_SYMTAB_BLOCK_ID, Node, Want, bitstream, ints_text, metadata_strings, read, record_bytes
 from .shardkey import FORMAT
 
 SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID})  # not even read
@@ -109,44 +108,17 @@ class _Unknown(Exception):
     """The module holds something this reader does not know: the whole module goes in."""
 
 
-@dataclass
-class _ModuleTree(TreeBuilder):
-    """The module as a tree, less the blocks a declarations-only import never reads; and
-    which MODULE_BLOCKs have a ThinLTO summary (a split LTO unit has two modules, the
-    ThinLTO one first, then the regular-LTO one)."""
-
-    summarised: list[Node] = field(default_factory=list)
-    whole: bool = False  # every record with its fields (for _whole), not only those the interface reads
-
-    def enter(self, block: Block) -> bool:
-        if block.bid == GLOBALVAL_SUMMARY_BLOCK_ID and self.open and self.open[-1].bid == MODULE_BLOCK_ID:
-            self.summarised.append(self.open[-1])
-        if block.bid in SKIPPED_BLOCKS:
-            return False
-        return super().enter(block)
-
-    def unread(self, block: Block) -> Container[int]:
-        """Debug-info nodes and constants other than simple ones: the interface takes only their
-        codes (_metadata counts a debug node's id and stops there; _Values takes no other
-        constant apart). A -g module's metadata is mostly debug nodes: read whole, they were
-        most of the interface's time (redis's networking.o: 48 ms)."""
-        if self.whole:
-            return ()
-        if block.bid == METADATA_BLOCK_ID:
-            return MD_DEBUG
-        if block.bid == CONSTANTS_BLOCK_ID:
-            return _AllBut(SIMPLE_CONSTANTS | {CST_CODE_SETTYPE})
-        return ()
-
-
-@dataclass(frozen=True)
-class _AllBut:
-    """Every record code but these."""
-
-    kept: frozenset[int]
-
-    def __contains__(self, code: object) -> bool:
-        return code not in self.kept
+# What the interface reads (bitcode.Want): every block but those a declarations-only import
+# never reads, the summary block kept only as a mark that its module has one (a split LTO
+# unit has two modules, the ThinLTO one first, then the regular-LTO one). Debug-info nodes
+# and constants other than simple ones come as their codes alone: _metadata counts a debug
+# node's id and stops there, _Values takes no other constant apart. A -g module's metadata
+# is mostly debug nodes.
+_WANT = Want(skip=SKIPPED_BLOCKS - {GLOBALVAL_SUMMARY_BLOCK_ID}, first={GLOBALVAL_SUMMARY_BLOCK_ID: 0},
+             unread={METADATA_BLOCK_ID: MD_DEBUG},
+             only={CONSTANTS_BLOCK_ID: SIMPLE_CONSTANTS | {CST_CODE_SETTYPE}})
+# The whole module, bodies aside, every record with its fields (for _whole).
+_WHOLE = Want(skip=SKIPPED_BLOCKS)
 
 
 def _name(name: bytes) -> str:
@@ -404,11 +376,11 @@ def _metadata(node: Node, values: _Values) -> list[str]:
     return lines
 
 
-def _interface(tree: Node, summarised: list[Node]) -> list[str]:
-    modules = [top for top in tree.items if isinstance(top, Node) and top.bid == MODULE_BLOCK_ID]
+def _interface(tree: Node) -> list[str]:
+    modules = tree.blocks(MODULE_BLOCK_ID)
     # A backend imports from a file's first module with a ThinLTO summary (lto::findThinLTOModule):
     # of a split LTO unit, the ThinLTO module; its regular-LTO module is the thin-link's alone.
-    imported = next((m for m in modules if any(m is s for s in summarised)), None) if len(modules) > 1 else None
+    imported = next((m for m in modules if m.blocks(GLOBALVAL_SUMMARY_BLOCK_ID)), None) if len(modules) > 1 else None
     if len(modules) > 1 and imported is None:
         raise _Unknown(f"{len(modules)} modules, none with a ThinLTO summary")
     strtabs = [top for top in tree.items if isinstance(top, Node) and top.bid == STRTAB_BLOCK_ID]
@@ -450,7 +422,7 @@ def _module_interface(node: Node, strtab: bytes | None) -> list[str]:
         if isinstance(item, Node):
             if item.bid in RAW_BLOCKS:
                 kept += item.lines(1)
-            elif item.bid not in READ_BLOCKS | DROPPED_BLOCKS:
+            elif item.bid not in READ_BLOCKS | DROPPED_BLOCKS | {GLOBALVAL_SUMMARY_BLOCK_ID}:
                 raise _Unknown(f"block {item.bid} in MODULE_BLOCK")
         elif item[0] == MODULE_CODE_VERSION and item[1:] != [2]:
             raise _Unknown(f"module version {ints_text(item[1:])}")  # 2: names in the string table
@@ -511,14 +483,11 @@ def module_interface(module: bytes) -> str:
     the linker's symbol table, the module's summary and hash: a new function nobody calls
     changes none of it. What this reader does not know puts the whole module (bodies
     aside) in. BadBitcode if unreadable."""
-    tree = _ModuleTree()
-    walk_stream(bitstream(module), tree)
+    stream = bitstream(module)
     try:
-        lines = _interface(tree.root, tree.summarised)
+        lines = _interface(read(stream, _WANT))
     except _Unknown as e:
-        whole = _ModuleTree(whole=True)
-        walk_stream(bitstream(module), whole)
-        lines = [f"interface {FORMAT} whole ({e})", *_whole(whole.root)]
+        lines = [f"interface {FORMAT} whole ({e})", *_whole(read(stream, _WHOLE))]
     return "\n".join(lines) + "\n"
 
 

@@ -8,46 +8,40 @@ backend compile of a module that has no option record needs the first two on its
 command line (clang's driver would impose its own); clang reads the others from the
 module itself.
 
-Read with bitcode.py's bitstream reader, as little as possible:
-- the triple is one of the first records of the MODULE_BLOCK: reading stops there
-  unless the flags are wanted;
+Read with bitcode.read, each reading a Want of its own (below), as little as possible:
+- the triple is one of the MODULE_BLOCK's own records: none of its blocks is read for it;
 - the flags are `!llvm.module.flags = !{!{i32 behaviour, !"name", i32 value}, ...}` in
-  the module-level METADATA_BLOCK. Its METADATA_INDEX_OFFSET record (written for more
-  than a few dozen nodes, so for any module with debug info) leads to an index of every
-  node's bit position, followed by the named metadata: the thousands of debug-info
-  records in between are jumped over, as LLVM's lazy metadata loader does. An integer
-  operand is a value id: first the module's global values (one per GLOBALVAR, FUNCTION,
-  ALIAS or IFUNC record), then the module-level CONSTANTS_BLOCK.
+  the module-level METADATA_BLOCK, read with every debug-info record passed over (its
+  code alone keeps its place: metadata ids are by position). An integer operand is a
+  value id: first the module's global values (one per GLOBALVAR, FUNCTION, ALIAS or
+  IFUNC record), then the module-level CONSTANTS_BLOCK.
 - the inline assembly (inline_asm) is what the backend's assembler parses, and what it may
   read files through (asmreads.py): the module asm (MODULE_CODE_ASM, one record of
   characters per module) and every InlineAsm constant, which the writer puts in the
   CONSTANTS_BLOCK of each function that calls it (ValueEnumerator::incorporateFunction), right
   after the function's DECLAREBLOCKS record and before its metadata and instructions
   (ModuleBitcodeWriter::writeFunction): a function block is read up to there and jumped over,
-  and every other block (types, metadata, summaries, symbol tables) by its length word;
-  records of other codes are passed over without decoding their fields where the layout allows
-  (bitcode.scan). The top-level STRTAB (every symbol name) is searched for a name an operand could
-  print as a directive.
-Records are mostly runs of VBR6 fields, read here one window of bits per batch
-(bitcode.Reader.run) rather than one slice per chunk. Input it cannot take (cut short, damaged)
-raises BadBitcode: the caller then knows nothing rather than something wrong. Any other
-exception is a bug of the reader, and is let through as one.
+  and every other block (types, metadata, summaries, symbol tables) by its length word.
+  The top-level STRTAB (every symbol name) is searched for a name an operand could print
+  as a directive.
+Input it cannot take (cut short, damaged) raises BadBitcode: the caller then knows nothing
+rather than something wrong. Any other exception is a bug of the reader, and is let
+through as one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_INLINEASM, CST_CODE_INLINEASM_OLD, \
-    CST_CODE_INLINEASM_OLD2, CST_CODE_INLINEASM_OLD3, CST_CODE_INTEGER, CST_CODE_NULL, CST_CODE_SETTYPE, \
-    FUNC_CODE_DECLAREBLOCKS, FUNCTION_BLOCK_ID, GLOBAL_VALUE_CODES, IDENTIFICATION_BLOCK_ID, IDENTIFICATION_CODE_STRING, \
-    METADATA_ATTACHMENT, METADATA_BLOCK_ID, METADATA_DISTINCT_NODE, METADATA_GLOBAL_DECL_ATTACHMENT, METADATA_INDEX, \
-    METADATA_INDEX_OFFSET, METADATA_KIND, METADATA_NAME, METADATA_NAMED_NODE, METADATA_NODE, METADATA_STRINGS, \
-    METADATA_VALUE, MODULE_BLOCK_ID, MODULE_CODE_ASM, MODULE_CODE_TRIPLE, STRTAB_BLOB, STRTAB_BLOCK_ID, Abbrev, \
-    BadBitcode, Block, Reader, Visitor, bitstream, inside, items, metadata_strings, read_values, record_bytes, scan, \
-    top_level, walk
+from .bitcode import CONSTANTS_BLOCK_ID, CST_CODE_INLINEASM, CST_CODE_INLINEASM_OLD, CST_CODE_INLINEASM_OLD2, \
+    CST_CODE_INLINEASM_OLD3, CST_CODE_INTEGER, CST_CODE_NULL, CST_CODE_SETTYPE, FUNC_CODE_DECLAREBLOCKS, \
+    FUNCTION_BLOCK_ID, GLOBAL_VALUE_CODES, IDENTIFICATION_BLOCK_ID, IDENTIFICATION_CODE_STRING, METADATA_ATTACHMENT, \
+    METADATA_DISTINCT_NODE, METADATA_GLOBAL_DECL_ATTACHMENT, METADATA_INDEX, METADATA_INDEX_OFFSET, METADATA_KIND, \
+    METADATA_NAME, METADATA_NAMED_NODE, METADATA_NODE, METADATA_STRINGS, METADATA_VALUE, METADATA_BLOCK_ID, \
+    MODULE_BLOCK_ID, MODULE_CODE_ASM, MODULE_CODE_TRIPLE, STRTAB_BLOB, STRTAB_BLOCK_ID, TOP_LEVEL, BadBitcode, Node, \
+    Want, bitstream, metadata_strings, record_bytes
+from . import bitcode
 
 # The INLINEASM codes, each with the field its asm string's length is in: OLD, OLD2 and OLD3
 # [flags, n, asm..., m, constraints...]; INLINEASM [fnty, flags, n, asm..., m, constraints...].
@@ -69,35 +63,63 @@ class ModuleFacts:
         return None if self.flags is None else self.flags.get(name)
 
 
+# What each reading takes of a file (bitcode.Want). Records of other codes come as their code
+# alone: metadata and value ids are by position.
+# The producer: the top level's first block, which a backend job reads from a file's first
+# 4 KiB (LLVM writes IDENTIFICATION first, then the module).
+_PRODUCER = Want(enter=frozenset({IDENTIFICATION_BLOCK_ID, MODULE_BLOCK_ID}),
+                 first={TOP_LEVEL: 1, MODULE_BLOCK_ID: 0})
+_TRIPLE = Want(enter=frozenset({MODULE_BLOCK_ID}), only={TOP_LEVEL: frozenset(), MODULE_BLOCK_ID: frozenset({MODULE_CODE_TRIPLE})})
+# The flags: the module-level constants (integers only) and metadata (strings, names, nodes,
+# values); function blocks, and the metadata inside them, are jumped over.
+_FLAGS = Want(enter=frozenset({MODULE_BLOCK_ID, CONSTANTS_BLOCK_ID, METADATA_BLOCK_ID}), blobs=False, only={
+    TOP_LEVEL: frozenset(),
+    MODULE_BLOCK_ID: frozenset({MODULE_CODE_TRIPLE}),
+    CONSTANTS_BLOCK_ID: frozenset({CST_CODE_INTEGER}),
+    METADATA_BLOCK_ID: frozenset({METADATA_STRINGS, METADATA_NAME, METADATA_NAMED_NODE, METADATA_NODE,
+                                  METADATA_DISTINCT_NODE, METADATA_VALUE})})
+# The inline assembly: module asm, the InlineAsm constants of the module and of each function
+# (whose constants block, if any, is its second entry), and the string table.
+_ASM = Want(enter=frozenset({MODULE_BLOCK_ID, CONSTANTS_BLOCK_ID, FUNCTION_BLOCK_ID, STRTAB_BLOCK_ID}),
+            first={FUNCTION_BLOCK_ID: 2}, only={
+    TOP_LEVEL: frozenset(),
+    MODULE_BLOCK_ID: frozenset({MODULE_CODE_ASM}),
+    CONSTANTS_BLOCK_ID: frozenset(INLINE_ASM),
+    FUNCTION_BLOCK_ID: frozenset(),
+    STRTAB_BLOCK_ID: frozenset({STRTAB_BLOB})})
+
+
+def _top(stream: bytes, want: Want) -> list[Node]:
+    """The top level's blocks as `want` reads them; BadBitcode for a record there."""
+    root = bitcode.read(stream, want)
+    if any(isinstance(item, list) for item in root.items):
+        raise BadBitcode("a record at the top level")
+    return [item for item in root.items if isinstance(item, Node)]
+
+
 def read(data: bytes, flags: bool = True) -> ModuleFacts:
     """The facts of the first module in a bitcode file; BadBitcode if they cannot be read.
 
-    flags=False reads the triple only (a few records at the start of the module).
+    flags=False reads the triple only (the module's own records, none of its blocks).
     """
     stream = bitstream(data)
-    for item in items(top_level(stream), 2, []):
-        if isinstance(item, Block) and item.bid == MODULE_BLOCK_ID:
-            return _Module(stream, item, flags).read()
-        if not isinstance(item, Block):
-            raise BadBitcode("a record at the top level")
-    raise BadBitcode("no module")
-
+    modules = [b for b in _top(stream, _FLAGS if flags else _TRIPLE) if b.bid == MODULE_BLOCK_ID]
+    if not modules:
+        raise BadBitcode("no module")
+    return _module_facts(stream, modules[0], flags)
 
 
 def producer(data: bytes) -> str:
     """Who wrote the first module of a bitcode file: its IDENTIFICATION block's string
-    ('LLVM19.1.7'), '' when it has none; BadBitcode if unreadable. The block comes first."""
-    stream = bitstream(data)
-    for item in items(top_level(stream), 2, []):
-        if not isinstance(item, Block):
-            raise BadBitcode("a record at the top level")
-        if item.bid == MODULE_BLOCK_ID:
+    ('LLVM19.1.7'), '' when it has none or when another block comes first; BadBitcode if
+    unreadable."""
+    for block in _top(bitstream(data), _PRODUCER):
+        if block.bid == MODULE_BLOCK_ID:
             return ""
-        if item.bid == IDENTIFICATION_BLOCK_ID:
-            for values in items(inside(stream, item), item.width, []):
-                if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
-                    return record_bytes(values[1:]).decode("ascii", "replace")
-            return ""
+        for values in block.items:
+            if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
+                return record_bytes(values[1:]).decode("ascii", "replace")
+        return ""
     return ""
 
 
@@ -119,212 +141,161 @@ def inline_asm(data: bytes) -> ModuleAsm:
     A backend compile also assembles the functions it imports: their templates are in the
     inline_asm of the modules its index shard names (module asm is never imported)."""
     stream = bitstream(data)
-    found = ModuleAsm((), ())
+    module: list[str] = []
+    templates: dict[str, None] = {}
     modules = 0
     strtab: bytes | None = None
-    for item in items(top_level(stream), 2, []):
-        if not isinstance(item, Block):
-            raise BadBitcode("a record at the top level")
-        if item.bid == MODULE_BLOCK_ID:
-            found = _AsmReader(stream, item, found).read()
+    for block in _top(stream, _ASM):
+        if block.bid == MODULE_BLOCK_ID:
             modules += 1
-        elif item.bid == STRTAB_BLOCK_ID:
-            r = inside(stream, item)
-            strtab = b"".join(record_bytes(v[1:]) for v in scan(r, item.width, [], {STRTAB_BLOB}) if isinstance(v, list))
+            for item in block.items:
+                if isinstance(item, list):
+                    if item[0] == MODULE_CODE_ASM:
+                        module.append(_text(item[1:]))
+                elif item.bid == CONSTANTS_BLOCK_ID:  # the module's own: no InlineAsm from LLVM's writer, but cheap to be sure
+                    _asm_constants(item, templates)
+                elif item.bid == FUNCTION_BLOCK_ID:
+                    _asm_function(item, templates)
+        elif block.bid == STRTAB_BLOCK_ID:
+            strtab = b"".join(record_bytes(v[1:]) for v in block.items if isinstance(v, list) and v[0] == STRTAB_BLOB)
     if not modules:
         raise BadBitcode("no module")
     spelt = strtab is None or _DIRECTIVE_NAME.search(strtab) is not None
-    return ModuleAsm(found.module, found.templates, spelt)
+    return ModuleAsm(tuple(module), tuple(templates), spelt)
 
 
-@dataclass
-class _AsmReader:
-    stream: bytes
-    block: Block
-    found: ModuleAsm
-    blockinfo: dict[int, list[Abbrev]] = field(default_factory=dict)
-    templates: dict[str, None] = field(default_factory=dict)
+def _asm_function(block: Node, templates: dict[str, None]) -> None:
+    first = block.items[0] if block.items else None
+    if not isinstance(first, list) or first[0] != FUNC_CODE_DECLAREBLOCKS:
+        raise BadBitcode("a function block that does not start with DECLAREBLOCKS")
+    second = block.items[1] if len(block.items) > 1 else None
+    if isinstance(second, Node) and second.bid == CONSTANTS_BLOCK_ID:
+        _asm_constants(second, templates)
+    # No constants block there: the function has no constants, so no InlineAsm either.
 
-    def read(self) -> ModuleAsm:
-        module = list(self.found.module)
-        self.templates = dict.fromkeys(self.found.templates)
-        for item in scan(inside(self.stream, self.block), self.block.width, [], {MODULE_CODE_ASM}):
-            if isinstance(item, list):
-                module.append(_text(item[1:]))
-            elif item is None:
-                continue
-            elif item.bid == BLOCKINFO_BLOCK_ID:
-                walk(inside(self.stream, item), item.width, item, self.blockinfo, Visitor())
-            elif item.bid == CONSTANTS_BLOCK_ID:  # the module's own: no InlineAsm from LLVM's writer, but cheap to be sure
-                self._constants(item)
-            elif item.bid == FUNCTION_BLOCK_ID:
-                self._function(item)
-        return ModuleAsm(tuple(module), tuple(self.templates))
 
-    def _function(self, block: Block) -> None:
-        records = scan(inside(self.stream, block), block.width, list(self.blockinfo.get(FUNCTION_BLOCK_ID, [])),
-                       {FUNC_CODE_DECLAREBLOCKS})
-        if not isinstance(next(records, None), list):
-            raise BadBitcode("a function block that does not start with DECLAREBLOCKS")
-        second = next(records, None)
-        if isinstance(second, Block) and second.bid == CONSTANTS_BLOCK_ID:
-            self._constants(second)
-        # No constants block there: the function has no constants, so no InlineAsm either.
-
-    def _constants(self, block: Block) -> None:
-        abbrevs = list(self.blockinfo.get(CONSTANTS_BLOCK_ID, []))
-        for values in scan(inside(self.stream, block), block.width, abbrevs, INLINE_ASM):
-            if not isinstance(values, list):
-                continue  # another record; or a block, which LLVM's reader skips here too
-            at = INLINE_ASM[values[0]]
-            fields = values[1:]
-            n = fields[at] if at < len(fields) else -1
-            # BitcodeReader::parseConstants: the asm string, then the constraints' length and string.
-            if n < 0 or at + 1 + n >= len(fields) or at + 2 + n + fields[at + 1 + n] > len(fields):
-                raise BadBitcode("bad INLINEASM record")
-            self.templates[_text(fields[at + 1 : at + 1 + n])] = None
+def _asm_constants(block: Node, templates: dict[str, None]) -> None:
+    for values in block.items:
+        if not isinstance(values, list) or values[0] not in INLINE_ASM:
+            continue  # another record; or a block, which LLVM's reader skips here too
+        at = INLINE_ASM[values[0]]
+        fields = values[1:]
+        n = fields[at] if at < len(fields) else -1
+        # BitcodeReader::parseConstants: the asm string, then the constraints' length and string.
+        if n < 0 or at + 1 + n >= len(fields) or at + 2 + n + fields[at + 1 + n] > len(fields):
+            raise BadBitcode("bad INLINEASM record")
+        templates[_text(fields[at + 1 : at + 1 + n])] = None
 
 
 def _text(chars: list[int]) -> str:
     return record_bytes(chars).decode("utf-8", "surrogateescape")
 
 
-@dataclass
-class _Module:
-    stream: bytes
-    block: Block
-    want_flags: bool
-    triple: str = ""
-    global_values: int = 0
-    constants: list[int | None] = field(default_factory=list)  # by value id - global_values: an integer, if one
-    blockinfo: dict[int, list[Abbrev]] = field(default_factory=dict)
-    _unread: Iterator[Block | list[int]] | None = None  # the rest of the CONSTANTS_BLOCK, read on demand
+def _module_facts(stream: bytes, module: Node, want_flags: bool) -> ModuleFacts:
+    triple = ""
+    global_values = 0
+    constants: Node | None = None
+    metadata: Node | None = None
+    for item in module.items:
+        if isinstance(item, Node):
+            if item.bid == CONSTANTS_BLOCK_ID and constants is None:
+                constants = item
+            elif item.bid == METADATA_BLOCK_ID and metadata is None:
+                metadata = item
+                break  # what follows the module-level metadata is not needed
+        elif item[0] == MODULE_CODE_TRIPLE:
+            triple = _text(item[1:])
+            if not want_flags:
+                return ModuleFacts(triple)
+        elif item[0] in GLOBAL_VALUE_CODES:
+            if constants is not None:
+                raise BadBitcode("a global value after the module's constants")
+            global_values += 1
+    if not want_flags:
+        return ModuleFacts(triple)
+    if metadata is None:
+        return ModuleFacts(triple, {})  # no metadata: no flags
+    return ModuleFacts(triple, _module_flags(stream, metadata, _Constants(global_values, constants)))
 
-    def read(self) -> ModuleFacts:
-        r = inside(self.stream, self.block)
-        for item in items(r, self.block.width, []):
-            if isinstance(item, Block):
-                if item.bid == BLOCKINFO_BLOCK_ID:
-                    walk(inside(self.stream, item), item.width, item, self.blockinfo, Visitor())
-                elif item.bid == CONSTANTS_BLOCK_ID and self.want_flags and self._unread is None:
-                    # Read only as far as a flag's value needs (most constants are not).
-                    abbrevs = list(self.blockinfo.get(CONSTANTS_BLOCK_ID, []))
-                    self._unread = items(inside(self.stream, item), item.width, abbrevs)
-                elif item.bid == METADATA_BLOCK_ID and self.want_flags:
-                    return ModuleFacts(self.triple, _Metadata(self, item).module_flags())
-            elif item[0] == MODULE_CODE_TRIPLE:
-                self.triple = _text(item[1:])
-                if not self.want_flags:
-                    return ModuleFacts(self.triple)
-            elif item[0] in GLOBAL_VALUE_CODES:
-                if self._unread is not None:
-                    raise BadBitcode("a global value after the module's constants")
-                self.global_values += 1
-        return ModuleFacts(self.triple, {} if self.want_flags else None)  # no metadata: no flags
+
+@dataclass
+class _Constants:
+    """The module-level constants by value id: the global values come first, then the records
+    of the module's CONSTANTS_BLOCK, each defining one value (SETTYPE none)."""
+
+    global_values: int
+    block: Node | None
 
     def integer(self, value_id: int) -> int | None:
         """The integer constant with this value id (None if it is another kind of value)."""
         i = value_id - self.global_values
-        if i < 0:
+        if i < 0 or self.block is None:
             return None
-        for values in self._unread or ():
-            if isinstance(values, Block) or values[0] == CST_CODE_SETTYPE:
-                continue  # SETTYPE defines no value
-            if values[0] == CST_CODE_INTEGER and len(values) == 2:  # signed VBR: the sign in the low bit
-                v = values[1]
-                self.constants.append(-(v >> 1) if v & 1 else v >> 1)
-            elif values[0] == CST_CODE_NULL:
-                self.constants.append(0)
-            else:
-                self.constants.append(None)
-            if len(self.constants) > i:
-                break
-        return self.constants[i] if i < len(self.constants) else None
-
-
-class _Metadata:
-    """The module-level METADATA_BLOCK: its strings, its nodes (by index, or as walked), its flags."""
-
-    def __init__(self, module: _Module, block: Block) -> None:
-        self.module = module
-        self.stream = module.stream
-        self.block = block
-        self.abbrevs: list[Abbrev] = list(module.blockinfo.get(METADATA_BLOCK_ID, []))
-        self.strings: list[bytes] = []
-        self.nodes: dict[int, list[int]] = {}  # metadata id -> record, for the records walked
-        self.positions: list[int] = []  # bit position of each non-string node, from the index
-
-    def module_flags(self) -> dict[str, int]:
-        flags: dict[str, int] = {}
-        for md in self._flag_ids():
-            node = self._node(md)
-            if node[0] not in (METADATA_NODE, METADATA_DISTINCT_NODE):
-                raise BadBitcode("a module flag that is not a node")
-            if len(node) != 4:
-                continue  # not {behaviour, name, value}
-            name, value = node[2] - 1, node[3] - 1  # operands are ids + 1
-            if not 0 <= name < len(self.strings):
-                raise BadBitcode("a module flag whose name is not a string")
-            number = self._integer(value)
-            if number is not None:
-                flags[self.strings[name].decode("utf-8", "surrogateescape")] = number
-        return flags
-
-    def _flag_ids(self) -> list[int]:
-        """Read the block, jumping over the nodes when they are indexed; the flag nodes' ids."""
-        r = inside(self.stream, self.block)
-        next_id = index_base = 0
-        name: bytes | None = None
-        for values in items(r, self.block.width, self.abbrevs):
-            if isinstance(values, Block):
+        for values in self.block.items:
+            if isinstance(values, Node) or values[0] == CST_CODE_SETTYPE:
                 continue
-            kind = values[0]
-            if name is not None and kind != METADATA_NAMED_NODE:
-                raise BadBitcode("METADATA_NAME not followed by its node")
-            if kind == METADATA_STRINGS:
-                if len(values) != 5:  # [count, offset, blob as its place and size] (read_values)
-                    raise BadBitcode("bad METADATA_STRINGS record")
-                count, offset, blob_at, blob_size = values[1:]
-                self.strings = metadata_strings(count, offset, self.stream[blob_at : blob_at + blob_size])
-                next_id = len(self.strings)
-            elif kind == METADATA_INDEX_OFFSET and len(values) == 3:
-                index_base = r.pos
-                r.pos = index_base + (values[1] | values[2] << 32)
-                if not index_base < r.pos < r.end:
-                    raise BadBitcode("metadata index outside its block")
-            elif kind == METADATA_INDEX:
-                pos = index_base
-                for delta in values[1:]:
-                    pos += delta
-                    self.positions.append(pos)
-            elif kind == METADATA_NAME:
-                name = record_bytes(values[1:])
-            elif kind == METADATA_NAMED_NODE:
-                if name == MODULE_FLAGS:
-                    return values[1:]  # what follows (other names, attachments) is not needed
-                name = None
-            elif kind not in MD_NO_ID:
-                self.nodes[next_id] = values
-                next_id += 1
-        return []
+            if i == 0:
+                if values[0] == CST_CODE_INTEGER and len(values) == 2:  # signed VBR: the sign in the low bit
+                    v = values[1]
+                    return -(v >> 1) if v & 1 else v >> 1
+                return 0 if values[0] == CST_CODE_NULL else None
+            i -= 1
+        return None
 
-    def _node(self, md: int) -> list[int]:
-        if md in self.nodes:
-            return self.nodes[md]
-        i = md - len(self.strings)
-        if not 0 <= i < len(self.positions):
+
+def _module_flags(stream: bytes, block: Node, constants: _Constants) -> dict[str, int]:
+    """`!llvm.module.flags`'s integer-valued flags, from the module-level METADATA_BLOCK."""
+    strings: list[bytes] = []
+    nodes: dict[int, list[int]] = {}  # metadata id -> record
+    next_id = 0
+    name: bytes | None = None
+    flag_ids: list[int] = []
+    for values in block.items:
+        if isinstance(values, Node):
+            continue
+        kind = values[0]
+        if name is not None and kind != METADATA_NAMED_NODE:
+            raise BadBitcode("METADATA_NAME not followed by its node")
+        if kind == METADATA_STRINGS:
+            if len(values) != 5:  # [count, offset, blob as its place and size]
+                raise BadBitcode("bad METADATA_STRINGS record")
+            count, offset, blob_at, blob_size = values[1:]
+            strings = metadata_strings(count, offset, stream[blob_at : blob_at + blob_size])
+            next_id = len(strings)
+        elif kind == METADATA_NAME:
+            name = record_bytes(values[1:])
+        elif kind == METADATA_NAMED_NODE:
+            if name == MODULE_FLAGS:
+                flag_ids = values[1:]
+            name = None
+        elif kind not in MD_NO_ID:
+            nodes[next_id] = values
+            next_id += 1
+    flags: dict[str, int] = {}
+    for md in flag_ids:
+        node = nodes.get(md)
+        if node is None:
             raise BadBitcode(f"metadata {md} not found")
-        r = Reader(self.stream, self.positions[i], self.block.end)
-        code = r.fixed(self.block.width)
-        if code < 3:
-            raise BadBitcode(f"the metadata index points at abbreviation id {code}")
-        return read_values(r, code, self.abbrevs)
+        if node[0] not in (METADATA_NODE, METADATA_DISTINCT_NODE):
+            raise BadBitcode("a module flag that is not a node")
+        if len(node) != 4:
+            continue  # not {behaviour, name, value}
+        name_id, value_id = node[2] - 1, node[3] - 1  # operands are ids + 1
+        if not 0 <= name_id < len(strings):
+            raise BadBitcode("a module flag whose name is not a string")
+        number = _integer(nodes, len(strings), value_id, constants)
+        if number is not None:
+            flags[strings[name_id].decode("utf-8", "surrogateescape")] = number
+    return flags
 
-    def _integer(self, md: int) -> int | None:
-        """The integer a node operand holds (a ConstantInt as metadata), else None."""
-        if md < len(self.strings):
-            return None
-        value = self._node(md)
-        if value[0] != METADATA_VALUE or len(value) != 3:
-            return None
-        return self.module.integer(value[2])
+
+def _integer(nodes: dict[int, list[int]], strings: int, md: int, constants: _Constants) -> int | None:
+    """The integer a node operand holds (a ConstantInt as metadata), else None."""
+    if md < strings:
+        return None
+    value = nodes.get(md)
+    if value is None:
+        raise BadBitcode(f"metadata {md} not found")
+    if value[0] != METADATA_VALUE or len(value) != 3:
+        return None
+    return constants.integer(value[2])
