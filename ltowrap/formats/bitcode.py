@@ -390,16 +390,6 @@ def define_abbrev(r: Reader) -> Abbrev:
     return ops
 
 
-def _scalar(r: Reader, kind: str, value: int) -> int:
-    if kind == "vbr":
-        return r.vbr(value)
-    if kind == "fixed":
-        return r.fixed(value)
-    if kind == "lit":
-        return value
-    if kind == "char6":
-        return ord(CHAR6[r.fixed(6)])
-    raise BadBitcode(f"{kind} is not a scalar")
 
 
 def read_record(r: Reader, abbrev: Abbrev) -> list[int]:
@@ -467,33 +457,6 @@ def read_record(r: Reader, abbrev: Abbrev) -> list[int]:
     return values
 
 
-def read_values(r: Reader, code: int, abbrevs: list[Abbrev], blobs: bool = False) -> list[int]:
-    """The code and fields of the record whose abbreviation id `code` (3 or more) was just read,
-    arrays a run at a time. A blob comes as two fields: its byte offset in the stream and its
-    length (METADATA_STRINGS holds thousands of characters); with blobs=True, as one field per
-    byte, as LLVM's reader gives it to a record that takes no blob."""
-    if code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
-        rec_code = r.vbr(6)
-        return [rec_code, *r.run(r.vbr(6), "vbr", 6)]
-    if code - 4 >= len(abbrevs):
-        raise BadBitcode(f"undefined abbreviation {code}")
-    abbrev = abbrevs[code - 4]
-    # An array is the abbreviation's last operand but its element's; a blob, the last one.
-    if abbrev[-1][0] == "blob":
-        values = read_record(r, abbrev[:-1])
-        n = r.vbr(6)
-        r.align32()
-        values += list(r.data[r.pos >> 3 : (r.pos >> 3) + n]) if blobs else [r.pos >> 3, n]
-        r.pos += 8 * n
-        r.align32()
-    elif len(abbrev) >= 2 and abbrev[-2][0] == "array":
-        values = read_record(r, abbrev[:-2])
-        values += r.run(r.vbr(6), *abbrev[-1])
-    else:
-        values = read_record(r, abbrev)
-    if r.pos > r.end:
-        raise BadBitcode("read past the end")
-    return values
 
 
 @dataclass(frozen=True)
@@ -517,9 +480,6 @@ def bitstream(data: bytes) -> bytes:
     return data
 
 
-def top_level(stream: bytes) -> Reader:
-    """A reader of the stream's top level (after the magic; its abbreviation width is 2)."""
-    return Reader(stream, 32)
 
 
 def enter_block(r: Reader) -> Block:
@@ -536,9 +496,6 @@ def enter_block(r: Reader) -> Block:
     return block
 
 
-def inside(stream: bytes, block: Block) -> Reader:
-    """A reader of the block's contents."""
-    return Reader(stream, block.start, block.end)
 
 
 # --- reading: one walk, driven by data ------------------------------------------------------------------
