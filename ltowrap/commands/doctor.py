@@ -57,6 +57,7 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
         # Not a problem since the pool: said here once, not on every link (and under `verbose`).
         report(True, f"make jobserver: {e}; the machine's slot pool is used instead")
     report(*_pool_check(settings, Cache(settings.cache_dir, stats.Stats())))
+    report(True, _reader_line())
     if settings.remote:
         for check in _remote_checks(settings):
             report(*check)
@@ -152,3 +153,14 @@ def _remote_probe(settings: Settings, client: Client) -> tuple[bool, str, str]:
         return False, f"remote probe ({shown}): {compiler} --version exited {result.exit_code} on the worker", \
             "set remote_compiler to clang's path on the workers"
     return True, f"remote probe ({shown}): {compiler} --version ran on a worker: {first[0] if first else '(no output)'}", ""
+
+
+def _reader_line() -> str:
+    """Which bitcode reader runs. The Python one is slower, never wrong: it gives the same keys."""
+    from ..formats import bitcode
+
+    if bitcode.implementation() == "compiled":
+        return "bitcode reader: compiled (ltowrap._bitcode)"
+    why = "turned off by LTOWRAP_NATIVE=0" if os.environ.get("LTOWRAP_NATIVE") == "0" else \
+        "not built (no C compiler at install time?): reinstall with one to make cold links faster"
+    return f"bitcode reader: Python, {why}"

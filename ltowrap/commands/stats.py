@@ -35,7 +35,15 @@ def stats_json(settings: Settings) -> dict:
     out["max_size_bytes"] = settings.max_size
     out["zeroed_at"] = summed["zeroed_at"]
     out["cache_dir"] = settings.cache_dir
+    out["bitcode_reader"] = bitcode_reader()
     return out
+
+
+def bitcode_reader() -> str:
+    """Which bitcode reader this install runs (formats/bitcode.py): the keys are the same either way."""
+    from ..formats import bitcode
+
+    return bitcode.implementation()
 
 
 def run(settings: Settings, a: argparse.Namespace) -> int:
@@ -50,7 +58,8 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
         return 0
     zeroed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["zeroed_at"])) if s["zeroed_at"] else "never"
     w = max(len(label) for _, _, _, label, _ in stats.COUNTERS) + 2
-    lines = [f"{'Cache directory:':{w + 2}}{s['cache_dir']}", f"{'Stats zeroed:':{w + 2}}{zeroed}"]
+    lines = [f"{'Cache directory:':{w + 2}}{s['cache_dir']}", f"{'Stats zeroed:':{w + 2}}{zeroed}",
+             f"{'Bitcode reader:':{w + 2}}{s['bitcode_reader']}"]
     remote = bool(settings.remote) or any(s[name] for name, _, section, *_ in stats.COUNTERS if section == "Remote")
     section = ""
     for name, kind, where, label, _ in stats.COUNTERS:
