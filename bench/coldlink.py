@@ -1,6 +1,6 @@
 """Where a cold link's time goes, against in-process ThinLTO and the floor of distributing it.
 
-    .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400]
+    .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400] [--python-reader]
 
 For each project the objects are built once through ltowrap (so every module has its option
 record), and then, repetition by repetition and alternating, the main binary's link line runs:
@@ -18,12 +18,15 @@ while compiles were waiting to start.
 
 The gap above the floor is then split by what caused it. On a machine whose cores the
 backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
-  ltowrap's Python   its own CPU / jobs (shard keys, side inputs, starting processes)
+  ltowrap's own      its own CPU / jobs (shard keys, side inputs, starting processes)
   the tools' excess  (the tools' CPU - in-process CPU - modules x the empty backend) / jobs:
                      what the backend clangs spend above lld's own backends and their
                      starts (each reads its shard and loads the modules it imports from)
   serial             the rest: where a core had nothing to do (the thin-link, the final
                      link, the last backend alone, idle slots)
+
+With --python-reader a third configuration runs beside them: ltowrap with its pure-Python
+bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's gain.
 
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
 calling each other, bench/shardkey_cost.py's generator). Writes bench/out/<date>-coldlink.{json,md}.
@@ -115,7 +118,7 @@ def prepare_project(name: str, tmp: Path, modules: int) -> tuple[Path, str, dict
     return tree / project.make_dir, bench.link_command(), env
 
 
-def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) -> dict:
+def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) -> list[dict]:
     where, line, env = prepare_project(name, tmp, a.modules)
     words = shlex.split(line)
     # The link alone, from its compiler on: redis's recipe prints its own banner first (`printf ... 1>&2;cc ...`).
@@ -123,8 +126,10 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
     inproc = [str(LLVM / "clang"), *words[1:], f"-Wl,--thinlto-jobs={JOBS}"]
     output = tmp / f"{name}.out"
     rows = []
+    variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {})}
+    configs = ["inproc", *variants]
     for rep in range(a.reps):
-        for which in (("inproc", "ltowrap") if rep % 2 == 0 else ("ltowrap", "inproc")):
+        for which in configs[rep % len(configs):] + configs[:rep % len(configs)]:
             out = words[words.index("-o") + 1]
             (where / out).unlink(missing_ok=True)
             if which == "inproc":
@@ -138,17 +143,23 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             if records.exists():
                 shutil.copytree(records, cold / "r")
             log = tmp / f"{name}-{rep}.log"
-            run = measure(words, where, env | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)}, output)
+            run = measure(words, where, env | variants[which] | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)},
+                          output)
             record = [json.loads(x) for x in log.read_text().splitlines()][-1]
             if record["decision"] != "distributed":
                 raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
             rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record)})
-    modules = next(r["modules"] for r in rows if r["config"] == "ltowrap")
+    return [summary(f"{name} ({which})" if which != "ltowrap" else name, rows, which, floor_unit) for which in variants]
+
+
+def summary(label: str, rows: list[dict], which: str, floor_unit: float) -> dict:
+    """One ltowrap variant's medians against the in-process runs beside it."""
+    modules = next(r["modules"] for r in rows if r["config"] == which)
     inproc_wall = statistics.median(r["wall"] for r in rows if r["config"] == "inproc")
-    ltowrap_rows = [r for r in rows if r["config"] == "ltowrap"]
+    ltowrap_rows = [r for r in rows if r["config"] == which]
     floor = inproc_wall + modules * floor_unit / JOBS
     phases = sorted({p for r in ltowrap_rows for p in r["phases"]})
-    return {"project": name, "modules": modules, "inproc": inproc_wall,
+    return {"project": label, "modules": modules, "inproc": inproc_wall,
             "ltowrap": statistics.median(r["wall"] for r in ltowrap_rows), "floor": floor,
             "phases": {p: statistics.median(r["phases"].get(p, 0) for r in ltowrap_rows) for p in phases},
             "to_first_backend": statistics.median(r["to_first_backend"] or 0 for r in ltowrap_rows),
@@ -156,15 +167,16 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
             "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
             "inproc_cpu": statistics.median(r["cpu"] for r in rows if r["config"] == "inproc"),
-            "pair_ratios": pair_ratios(rows, modules, floor_unit), "samples": rows}
+            "pair_ratios": pair_ratios(rows, which, modules, floor_unit),
+            "samples": [r for r in rows if r["config"] in ("inproc", which)]}
 
 
-def pair_ratios(rows: list[dict], modules: int, floor_unit: float) -> list[float]:
+def pair_ratios(rows: list[dict], which: str, modules: int, floor_unit: float) -> list[float]:
     """Each pair's ltowrap wall over the floor of its own in-process run: this machine's speed
     drifts by a fifth from minute to minute (a shared host), a pair's two runs less."""
     inproc = {r["rep"]: r["wall"] for r in rows if r["config"] == "inproc"}
     return sorted(r["wall"] / (inproc[r["rep"]] + modules * floor_unit / JOBS) for r in rows
-                  if r["config"] == "ltowrap" and r["rep"] in inproc)
+                  if r["config"] == which and r["rep"] in inproc)
 
 
 def gap(r: dict, floor_unit: float) -> dict[str, float]:
@@ -179,16 +191,18 @@ def table(results: list[dict], floor_unit: float) -> str:
     lines = [f"empty-module backend: {1000 * floor_unit:.1f} ms (median of 30); floor = in-process + "
              f"modules x that / {JOBS}", "",
              "| link | modules | in-process s | floor s | ltowrap s | vs floor | thin-link end -> first backend s "
-             "| idle slot s | ltowrap's Python CPU s | tools' CPU s | vs floor pair by pair: median (range) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| idle slot s | ltowrap's own CPU s | its CPU a module ms | tools' CPU s "
+             "| vs floor pair by pair: median (range) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         pairs = r["pair_ratios"]
         lines.append(f"| {r['project']} | {r['modules']} | {r['inproc']:.2f} | {r['floor']:.2f} | {r['ltowrap']:.2f} | "
                      f"{r['ltowrap'] / r['floor']:.3f}x | {r['to_first_backend']:.2f} | {r['idle_slot_seconds']:.2f} | "
-                     f"{r['cpu_self']:.2f} | {r['cpu_children']:.2f} | {statistics.median(pairs):.3f}x "
+                     f"{r['cpu_self']:.2f} | {1000 * r['cpu_self'] / r['modules']:.1f} | {r['cpu_children']:.2f} | "
+                     f"{statistics.median(pairs):.3f}x "
                      f"({pairs[0]:.2f}-{pairs[-1]:.2f}) |")
     lines += ["", "The seconds above the floor, by cause (medians; see bench/coldlink.py):", "",
-              "| link | above the floor s | ltowrap's Python CPU / jobs s | tools' CPU above in-process and starts / jobs s "
+              "| link | above the floor s | ltowrap's own CPU / jobs s | tools' CPU above in-process and starts / jobs s "
               "| serial (the rest) s |", "|---|---:|---:|---:|---:|"]
     for r in results:
         g = gap(r, floor_unit)
@@ -205,6 +219,8 @@ def main() -> int:
                    choices=["lua", "redis", "synthetic"])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--modules", type=int, default=400, help="modules of the synthetic link")
+    p.add_argument("--python-reader", action="store_true",
+                   help="also run ltowrap with the pure-Python bitcode reader (LTOWRAP_NATIVE=0), side by side")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()
@@ -215,7 +231,7 @@ def main() -> int:
         results = []
         for name in a.project:
             (tmp / name).mkdir()
-            results.append(one_project(name, a, tmp / name, unit))
+            results += one_project(name, a, tmp / name, unit)
     write_results(a.out, started, "coldlink", "Cold links against their floor", load[0], table(results, unit),
                   {"empty_backend": unit, "results": results}, note=f"; {a.reps} alternating pairs, medians")
     return 0
