@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from collections.abc import Callable, Iterable
 
     from .cache import Cache
+    from .formats.modulefacts import Facts
 
 # Bump when a recipe or an entry's layout changes: old entries then simply miss.
 FORMAT_VERSION = "ltowrap-cache-12"
@@ -55,47 +56,62 @@ def file_digest(path: str) -> str:
 
 class ModuleDigests:
     """Modules named by content, memoised per path: called, the digest of a file's bytes
-    (seeded with digests already known); interface(path), the digest of what a backend that
-    imports only declarations from the module reads of it (interface.module_interface).
-
-    An interface costs a parse of the module (0.1 s for redis's networking.o) and every
-    thin-link after an edit needs those of most modules, so with a cache they are also
-    kept there (c/), under the module's digest: each module version is parsed once.
+    (seeded with digests already known); facts(path), what ltowrap reads of the module's
+    bitcode (formats/modulefacts.py: its interface, inline assembly, triple and flags,
+    producer), read once per module version: memoised by digest here and, with a cache,
+    kept there (c/, under module_facts_key). Every thin-link after an edit needs the
+    interfaces of most modules, and every backend the inline assembly of what it imports.
     (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
     def __init__(self, known: dict[str, str] | None = None, cache: Cache | None = None) -> None:
         self.known = dict(known or {})
         self.cache = cache
-        self.interfaces: dict[str, str] = {}
-        self.profiled: dict[str, bool] = {}
+        self.read: dict[str, Facts] = {}  # by module digest
 
     def __call__(self, path: str) -> str:
         if path not in self.known:
             self.known[path] = digest_bytes(read_bytes(path))
         return self.known[path]
 
-    def interface(self, path: str) -> str:
-        if path not in self.interfaces:
-            from .cache import TOOLCHAINS, text_data
-            from .formats import interface, shardkey  # for backend keys only
+    def facts(self, path: str) -> Facts:
+        """The module's facts; OSError if it cannot be read (unreadable bitcode gives facts
+        that say why: Facts.problem)."""
+        digest = self(path)
+        if digest not in self.read:
+            from .cache import TOOLCHAINS
+            from .formats import modulefacts
 
-            key = digest_bytes(f"interface\0{FORMAT_VERSION}\0{shardkey.FORMAT}\0{self(path)}".encode())
-            found = self.cache.get_data(TOOLCHAINS, key, text_data) if self.cache is not None else None
+            key = module_facts_key(digest)
+            found = self.cache.get_data(TOOLCHAINS, key, modulefacts.Facts.from_data) if self.cache is not None \
+                else None
             if found is None:
-                found = digest_bytes(interface.module_interface(read_bytes(path)).encode())
+                found = modulefacts.read(read_bytes(path), digest_bytes)
                 if self.cache is not None:
-                    self.cache.put_data(TOOLCHAINS, key, found)
-            self.interfaces[path] = found
-        return self.interfaces[path]
+                    self.cache.put_data(TOOLCHAINS, key, found.to_data())
+            self.read[digest] = found
+        return self.read[digest]
+
+    def interface(self, path: str) -> str:
+        """The digest of what a backend that imports only declarations from the module reads
+        of it (interface.module_interface); BadBitcode if its bitcode cannot be read."""
+        facts = self.facts(path)
+        if facts.problem:
+            from .formats.bitcode import BadBitcode
+
+            raise BadBitcode(facts.problem)
+        return facts.interface
 
     def sample_profiled(self, path: str) -> bool:
         """Whether the module may carry a sample profile's summary (shardkey.has_sample_profile):
         only then does its backend read the link's block count (LLVM 13-16's shards)."""
-        if path not in self.profiled:
-            from .formats import shardkey
+        return self.facts(path).sample_profile
 
-            self.profiled[path] = shardkey.has_sample_profile(read_bytes(path))
-        return self.profiled[path]
+
+def module_facts_key(digest: str) -> str:
+    """The c/ key of a module version's facts (ModuleDigests.facts)."""
+    from .formats import modulefacts
+
+    return digest_bytes(f"module facts\0{FORMAT_VERSION}\0{modulefacts.FORMAT}\0{digest}".encode())
 
 
 def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None) -> ModuleDigests:

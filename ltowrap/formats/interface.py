@@ -64,7 +64,8 @@ from .bitcode import BLOCKINFO_BLOCK_ID, CONSTANTS_BLOCK_ID, CST_CODE_FLOAT, CST
     VALUE_SYMTAB_BLOCK_ID, Node, Want, bitstream, ints_text, metadata_strings, read, record_bytes
 from .shardkey import FORMAT
 
-SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID})  # not even read
+# Not read (a tree read for more than the interface may hold them: they are passed over).
+SKIPPED_BLOCKS = frozenset({FUNCTION_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID})
 # Blocks that go in as they are: names the context registers, whatever the module.
 RAW_BLOCKS = frozenset({METADATA_KIND_BLOCK_ID, OPERAND_BUNDLE_TAGS_BLOCK_ID, SYNC_SCOPE_NAMES_BLOCK_ID})
 # Blocks read for the interface.
@@ -422,7 +423,7 @@ def _module_interface(node: Node, strtab: bytes | None) -> list[str]:
         if isinstance(item, Node):
             if item.bid in RAW_BLOCKS:
                 kept += item.lines(1)
-            elif item.bid not in READ_BLOCKS | DROPPED_BLOCKS | {GLOBALVAL_SUMMARY_BLOCK_ID}:
+            elif item.bid not in READ_BLOCKS | DROPPED_BLOCKS | SKIPPED_BLOCKS:
                 raise _Unknown(f"block {item.bid} in MODULE_BLOCK")
         elif item[0] == MODULE_CODE_VERSION and item[1:] != [2]:
             raise _Unknown(f"module version {ints_text(item[1:])}")  # 2: names in the string table
@@ -484,8 +485,14 @@ def module_interface(module: bytes) -> str:
     changes none of it. What this reader does not know puts the whole module (bodies
     aside) in. BadBitcode if unreadable."""
     stream = bitstream(module)
+    return interface_of(stream, read(stream, _WANT))
+
+
+def interface_of(stream: bytes, tree: Node) -> str:
+    """module_interface() of the stream, from a tree of it read with (at least) what _WANT
+    asks; the stream is read again, whole, only for a module this reader does not know."""
     try:
-        lines = _interface(read(stream, _WANT))
+        lines = _interface(tree)
     except _Unknown as e:
         lines = [f"interface {FORMAT} whole ({e})", *_whole(read(stream, _WHOLE))]
     return "\n".join(lines) + "\n"

@@ -72,7 +72,7 @@ _PRODUCER = Want(enter=frozenset({IDENTIFICATION_BLOCK_ID, MODULE_BLOCK_ID}),
 _TRIPLE = Want(enter=frozenset({MODULE_BLOCK_ID}), only={TOP_LEVEL: frozenset(), MODULE_BLOCK_ID: frozenset({MODULE_CODE_TRIPLE})})
 # The flags: the module-level constants (integers only) and metadata (strings, names, nodes,
 # values); function blocks, and the metadata inside them, are jumped over.
-_FLAGS = Want(enter=frozenset({MODULE_BLOCK_ID, CONSTANTS_BLOCK_ID, METADATA_BLOCK_ID}), blobs=False, only={
+_FLAGS = Want(enter=frozenset({MODULE_BLOCK_ID, CONSTANTS_BLOCK_ID, METADATA_BLOCK_ID}), only={
     TOP_LEVEL: frozenset(),
     MODULE_BLOCK_ID: frozenset({MODULE_CODE_TRIPLE}),
     CONSTANTS_BLOCK_ID: frozenset({CST_CODE_INTEGER}),
@@ -89,9 +89,8 @@ _ASM = Want(enter=frozenset({MODULE_BLOCK_ID, CONSTANTS_BLOCK_ID, FUNCTION_BLOCK
     STRTAB_BLOCK_ID: frozenset({STRTAB_BLOB})})
 
 
-def _top(stream: bytes, want: Want) -> list[Node]:
-    """The top level's blocks as `want` reads them; BadBitcode for a record there."""
-    root = bitcode.read(stream, want)
+def _top(root: Node) -> list[Node]:
+    """The top level's blocks; BadBitcode for a record there."""
     if any(isinstance(item, list) for item in root.items):
         raise BadBitcode("a record at the top level")
     return [item for item in root.items if isinstance(item, Node)]
@@ -102,19 +101,28 @@ def read(data: bytes, flags: bool = True) -> ModuleFacts:
 
     flags=False reads the triple only (the module's own records, none of its blocks).
     """
-    stream = bitstream(data)
-    modules = [b for b in _top(stream, _FLAGS if flags else _TRIPLE) if b.bid == MODULE_BLOCK_ID]
+    return facts_of(bitcode.read(bitstream(data), _FLAGS if flags else _TRIPLE), flags)
+
+
+def facts_of(root: Node, flags: bool = True) -> ModuleFacts:
+    """read()'s facts, from a tree read with (at least) what _FLAGS or _TRIPLE asks."""
+    modules = [b for b in _top(root) if b.bid == MODULE_BLOCK_ID]
     if not modules:
         raise BadBitcode("no module")
-    return _module_facts(stream, modules[0], flags)
+    return _module_facts(modules[0], flags)
 
 
 def producer(data: bytes) -> str:
     """Who wrote the first module of a bitcode file: its IDENTIFICATION block's string
     ('LLVM19.1.7'), '' when it has none or when another block comes first; BadBitcode if
     unreadable."""
-    for block in _top(bitstream(data), _PRODUCER):
-        if block.bid == MODULE_BLOCK_ID:
+    return producer_of(bitcode.read(bitstream(data), _PRODUCER))
+
+
+def producer_of(root: Node) -> str:
+    """producer(), from a tree read with (at least) what _PRODUCER asks."""
+    for block in _top(root):
+        if block.bid != IDENTIFICATION_BLOCK_ID:
             return ""
         for values in block.items:
             if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
@@ -140,12 +148,16 @@ def inline_asm(data: bytes) -> ModuleAsm:
 
     A backend compile also assembles the functions it imports: their templates are in the
     inline_asm of the modules its index shard names (module asm is never imported)."""
-    stream = bitstream(data)
+    return asm_of(bitcode.read(bitstream(data), _ASM))
+
+
+def asm_of(root: Node) -> ModuleAsm:
+    """inline_asm(), from a tree read with (at least) what _ASM asks."""
     module: list[str] = []
     templates: dict[str, None] = {}
     modules = 0
     strtab: bytes | None = None
-    for block in _top(stream, _ASM):
+    for block in _top(root):
         if block.bid == MODULE_BLOCK_ID:
             modules += 1
             for item in block.items:
@@ -191,7 +203,7 @@ def _text(chars: list[int]) -> str:
     return record_bytes(chars).decode("utf-8", "surrogateescape")
 
 
-def _module_facts(stream: bytes, module: Node, want_flags: bool) -> ModuleFacts:
+def _module_facts(module: Node, want_flags: bool) -> ModuleFacts:
     triple = ""
     global_values = 0
     constants: Node | None = None
@@ -215,7 +227,7 @@ def _module_facts(stream: bytes, module: Node, want_flags: bool) -> ModuleFacts:
         return ModuleFacts(triple)
     if metadata is None:
         return ModuleFacts(triple, {})  # no metadata: no flags
-    return ModuleFacts(triple, _module_flags(stream, metadata, _Constants(global_values, constants)))
+    return ModuleFacts(triple, _module_flags(metadata, _Constants(global_values, constants)))
 
 
 @dataclass
@@ -243,7 +255,7 @@ class _Constants:
         return None
 
 
-def _module_flags(stream: bytes, block: Node, constants: _Constants) -> dict[str, int]:
+def _module_flags(block: Node, constants: _Constants) -> dict[str, int]:
     """`!llvm.module.flags`'s integer-valued flags, from the module-level METADATA_BLOCK."""
     strings: list[bytes] = []
     nodes: dict[int, list[int]] = {}  # metadata id -> record
@@ -257,10 +269,9 @@ def _module_flags(stream: bytes, block: Node, constants: _Constants) -> dict[str
         if name is not None and kind != METADATA_NAMED_NODE:
             raise BadBitcode("METADATA_NAME not followed by its node")
         if kind == METADATA_STRINGS:
-            if len(values) != 5:  # [count, offset, blob as its place and size]
+            if len(values) < 3:  # [count, offset, the blob's bytes]
                 raise BadBitcode("bad METADATA_STRINGS record")
-            count, offset, blob_at, blob_size = values[1:]
-            strings = metadata_strings(count, offset, stream[blob_at : blob_at + blob_size])
+            strings = metadata_strings(values[1], values[2], record_bytes(values[3:]))
             next_id = len(strings)
         elif kind == METADATA_NAME:
             name = record_bytes(values[1:])
