@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.run import BENCH, PROJECTS, SCRIPTS, Bench, Config, clean_env, measure, write_results  # noqa: E402
 from bench.shardkey_cost import synthetic  # noqa: E402
 from integration import debsrc  # noqa: E402
+from ltowrap.log import Decision, Phase, Source, phase_seconds  # noqa: E402
 
 JOBS = 2
 LLVM = Path("/usr/lib/llvm-22/bin")
@@ -85,11 +86,9 @@ def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
 
 
 def breakdown(record: dict) -> dict:
-    spans = {}
-    for name, start, end in record.get("spans", []):
-        spans[name] = round(spans.get(name, 0) + end - start, 4)
-    thin_end = max((e for n, s, e in record.get("spans", []) if n == "thin-link"), default=None)
-    first = min((b["start"] for b in record["backends"] if b["source"] == "compiled"), default=None)
+    spans = {name: round(seconds, 4) for name, seconds in phase_seconds(record).items()}
+    thin_end = max((e for n, s, e in record.get("spans", []) if n == Phase.THIN_LINK), default=None)
+    first = min((b["start"] for b in record["backends"] if b["source"] == Source.COMPILED), default=None)
     return {"wall": round(record["end"] - record["start"], 4), "phases": spans, "cpu": record.get("cpu"),
             "to_first_backend": round(first - thin_end, 4) if first is not None and thin_end is not None else None,
             "idle_slot_seconds": round(idle_slot_seconds(record["backends"], record.get("jobs") or JOBS), 4),
@@ -140,7 +139,7 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             log = tmp / f"{name}-{rep}.log"
             run = measure(words, where, env | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)}, output)
             record = [json.loads(x) for x in log.read_text().splitlines()][-1]
-            if record["decision"] != "distributed":
+            if record["decision"] != Decision.DISTRIBUTED:
                 raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
             rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record)})
     modules = next(r["modules"] for r in rows if r["config"] == "ltowrap")

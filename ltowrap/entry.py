@@ -156,7 +156,9 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         if direct is not None:
             direct.driver_line(line.checks)
         os.environ.update(env)
-        spans = [("direct lane", t0, t1), ("driver line", t1, time.time())]
+        from .log import Phase
+
+        spans = [(Phase.DIRECT_LANE, t0, t1), (Phase.DRIVER_LINE, t1, time.time())]
         rc = run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans)
         if rc != 0:  # what the driver says after its linker failed, as it would have run it
             from . import terminal
@@ -214,7 +216,7 @@ def _link_in_process(command: list[str], modules: int, settings: config.Settings
         from . import log
         from .errors import Reason
 
-        record = log.Record(tool=os.path.basename(command[0]), argv=command, decision="in-process",
+        record = log.Record(tool=os.path.basename(command[0]), argv=command, decision=log.Decision.IN_PROCESS,
                             reason=Reason.SMALL_LINK.value, modules=modules,
                             detail=f"{modules} bitcode module{'s' if modules != 1 else ''}, small_link = "
                                    f"{settings.small_link}: nothing to import or spread")

@@ -96,15 +96,15 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkd
     except Exception as e:  # never turn a working build into a failing one
         _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
         return None
-    if run.record.decision == "restored":  # by the link memo
+    if run.record.decision == log.Decision.RESTORED:  # by the link memo
         return rc
-    run.record.decision = "distributed"
+    run.record.decision = log.Decision.DISTRIBUTED
     run.stats.add("links_distributed")
     return rc
 
 
 def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "") -> None:
-    run.record.decision, run.record.reason, run.record.detail = "fallback", reason.value, message
+    run.record.decision, run.record.reason, run.record.detail = log.Decision.FALLBACK, reason.value, message
     run.record.output = output or None
     run.stats.fallback(reason)
     print(f"ltowrap: {message}; running the link unchanged", file=sys.stderr)
@@ -153,9 +153,9 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
     command = cmdline.parse_line(line, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
-    run.record.span("memo lookup", t, time.time())
+    run.record.span(log.Phase.MEMO_LOOKUP, t, time.time())
     if restored:
-        run.record.decision = "restored"
+        run.record.decision = log.Decision.RESTORED
         return 0
     workdir = run.cache.new_workdir()
     try:
@@ -176,7 +176,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     facts = _same_release(run, real[0], clang)
     link_plan = plan.build(command, run.cache, int(facts["release"].split(".")[0]))
     run.record.modules = len(link_plan.modules)
-    run.record.span("plan", t, time.time())
+    run.record.span(log.Phase.PLAN, t, time.time())
     # The thin-link sees every module under its store path: the backend keys take the shards'
     # canonical text (shardkey.py), which does not depend on those paths.
     store_prefix = os.path.join(run.cache.root, MODULES) + "/"
@@ -203,8 +203,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
         sys.stdout.buffer.write(printed.stdout.encode("utf-8", "surrogateescape"))
         sys.stderr.buffer.write(_coloured(printed.stderr.encode("utf-8", "surrogateescape"), real[0], command))
-        run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4)}
-        for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
+        for name, start, end in ((log.Phase.THIN_LINK, t0, t1), (log.Phase.BACKENDS, t1, t2)):
             run.record.span(name, start, end)
         return 1
     finallink.write_side_outputs(jobs, command.lto.remarks_file)
@@ -215,8 +214,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         finallink.name_outputs(final, link_plan, result, workdir, run.cache.root)
     out, err = printed.stdout.encode("utf-8", "surrogateescape") + out, diagnostics.joined(printed, err)
     t3 = time.time()
-    run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
-    for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
+    for name, start, end in ((log.Phase.THIN_LINK, t0, t1), (log.Phase.BACKENDS, t1, t2),
+                             (log.Phase.FINAL_LINK, t2, t3)):
         run.record.span(name, start, end)
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
         # Not plainly the user's own error: their command decides, as without ltowrap. What the
@@ -227,7 +226,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
-        run.record.span("memo store", t3, time.time())
+        run.record.span(log.Phase.MEMO_STORE, t3, time.time())
     return rc
 
 

@@ -140,9 +140,9 @@ def job_run(settings: Settings, record: log.Record) -> Iterator[JobRun]:
         yield run
     except (KeyboardInterrupt, Terminated) as e:
         sig = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
-        record.decision, record.reason = "interrupted", signal.Signals(sig).name
+        record.decision, record.reason = log.Decision.INTERRUPTED, signal.Signals(sig).name
         run.finish(cleanup=False)
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         raise
-    run.finish(cleanup=record.decision in ("distributed", "failed"))
+    run.finish(cleanup=record.decision in (log.Decision.DISTRIBUTED, log.Decision.FAILED))
