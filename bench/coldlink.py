@@ -71,7 +71,7 @@ def empty_backend_seconds(tmp: Path, runs: int = 30) -> float:
 
 def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
     """Slot time left unused while some compile of the link had not started yet."""
-    compiled = [b for b in backends if b["source"] == "compiled"]
+    compiled = [b for b in backends if b["source"] == Source.COMPILED]
     if not compiled:
         return 0.0
     events = sorted([(b["start"], 1) for b in compiled] + [(b["end"], -1) for b in compiled])
