@@ -74,6 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from bench import projection  # noqa: E402
 from bench.coldlink import JOBS, LLVM, prepare_project  # noqa: E402
 from bench.run import BENCH, SCRIPTS, measure, write_results  # noqa: E402
+from ltowrap.log import Decision, Source  # noqa: E402
 
 import reapi_server  # noqa: E402
 
@@ -90,7 +91,7 @@ def toolchain_line() -> str:
 def record_of(log: Path) -> dict:
     records = [json.loads(x) for x in log.read_text().splitlines()]
     links = [r for r in records if r.get("backends")]
-    if not links or links[-1]["decision"] != "distributed":
+    if not links or links[-1]["decision"] != Decision.DISTRIBUTED:
         raise RuntimeError(f"{log}: the link was not distributed: {records[-1] if records else 'no record'}")
     return links[-1]
 
@@ -320,7 +321,7 @@ def job_legs(url: str, record: dict) -> dict[str, float]:
     legs: dict[str, list[float]] = {"submit": [], "queue": [], "worker": [], "back": []}
     try:
         for b in record["backends"]:
-            if b["source"] != "remote" or not b.get("action"):
+            if b["source"] != Source.REMOTE_EXECUTED or not b.get("action"):
                 continue
             digest, size = b["action"].split("/")
             result = client.get_action_result((digest, int(size)))
@@ -355,12 +356,12 @@ def summarise(project: str, mode: str, workers: int, rtt: float, a: argparse.Nam
               load: float) -> dict:
     times = [(b["end"] - b["start"]) / a.speed for b in local["backends"]]
     slots = JOBS if mode == "hybrid" else 0
-    executed = [b for b in record["backends"] if b["source"] == "remote"]
+    executed = [b for b in record["backends"] if b["source"] == Source.REMOTE_EXECUTED]
     wall = record["end"] - record["start"]
     cpu = record.get("cpu") or {}
     local_cpu = (local.get("cpu") or {}).get("self", 0.0)
     jobs = len(record["backends"])
-    first, last = backend_span(record, "remote") if executed else (0.0, 0.0)
+    first, last = backend_span(record, Source.REMOTE_EXECUTED) if executed else (0.0, 0.0)
     queued = [b["queued"] for b in executed if b.get("queued") is not None]
     best = ideal(local, times, workers, slots, net.get("bytes_up", 0), a.rate_mbit, rtt)
     return {
@@ -408,7 +409,7 @@ def projected(results: list[dict], local: dict) -> None:
         if not fits:
             continue
         fit = min(fits, key=lambda f: f["workers"])
-        ex = [b for b in fit["backends"] if b["source"] == "remote"]
+        ex = [b for b in fit["backends"] if b["source"] == Source.REMOTE_EXECUTED]
         span = max(b["end"] for b in ex) - min(b["start"] for b in ex)
         here = {b["module"]: b["end"] - b["start"] for b in local["backends"]}
         overhead = max(0.0, (span * fit["workers"] - sum(here[b["module"]] for b in ex)) / len(ex))

@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.run import BENCH, PROJECTS, SCRIPTS, Bench, Config, clean_env, measure, write_results  # noqa: E402
 from bench.shardkey_cost import synthetic  # noqa: E402
 from integration import debsrc  # noqa: E402
+from ltowrap.log import Decision, Phase, Source, phase_seconds  # noqa: E402
 
 JOBS = 2
 LLVM = Path("/usr/lib/llvm-22/bin")
@@ -73,7 +74,7 @@ def empty_backend_seconds(tmp: Path, runs: int = 30) -> float:
 
 def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
     """Slot time left unused while some compile of the link had not started yet."""
-    compiled = [b for b in backends if b["source"] == "compiled"]
+    compiled = [b for b in backends if b["source"] == Source.COMPILED]
     if not compiled:
         return 0.0
     events = sorted([(b["start"], 1) for b in compiled] + [(b["end"], -1) for b in compiled])
@@ -88,11 +89,9 @@ def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
 
 
 def breakdown(record: dict) -> dict:
-    spans = {}
-    for name, start, end in record.get("spans", []):
-        spans[name] = round(spans.get(name, 0) + end - start, 4)
-    thin_end = max((e for n, s, e in record.get("spans", []) if n == "thin-link"), default=None)
-    first = min((b["start"] for b in record["backends"] if b["source"] == "compiled"), default=None)
+    spans = {name: round(seconds, 4) for name, seconds in phase_seconds(record).items()}
+    thin_end = max((e for n, s, e in record.get("spans", []) if n == Phase.THIN_LINK), default=None)
+    first = min((b["start"] for b in record["backends"] if b["source"] == Source.COMPILED), default=None)
     return {"wall": round(record["end"] - record["start"], 4), "phases": spans, "cpu": record.get("cpu"),
             "to_first_backend": round(first - thin_end, 4) if first is not None and thin_end is not None else None,
             "idle_slot_seconds": round(idle_slot_seconds(record["backends"], record.get("jobs") or JOBS), 4),
@@ -146,7 +145,7 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             run = measure(words, where, env | variants[which] | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)},
                           output)
             record = [json.loads(x) for x in log.read_text().splitlines()][-1]
-            if record["decision"] != "distributed":
+            if record["decision"] != Decision.DISTRIBUTED:
                 raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
             rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record)})
     return [summary(f"{name} ({which})" if which != "ltowrap" else name, rows, which, floor_unit) for which in variants]

@@ -27,7 +27,9 @@ import json
 import statistics
 from pathlib import Path
 
-LOCAL, REMOTE = "compiled", "remote"  # executor.COMPILED, executor.REMOTE_EXECUTED
+from ltowrap.log import Source
+
+LOCAL, REMOTE = Source.COMPILED, Source.REMOTE_EXECUTED  # the sources compared: compiled here, on a worker
 
 
 def main_record(log: Path, binary: str | None) -> dict:

@@ -85,6 +85,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from integration import debsrc  # noqa: E402
+from ltowrap import log as ltowrap_log  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REMOTE_CONFIGS = ("remote-cache", "remote-busy", "remote-exec", "hybrid")
@@ -494,7 +495,8 @@ def summarise(record: dict) -> dict:
             "remote_hits": record.get("remote_hits", 0), "remote_executed": record.get("remote_executed", 0),
             "remote_retries": record.get("remote_retries", 0), "remote_local": record.get("remote_local", 0),
             "remote_raced": record.get("remote_raced", 0),
-            "thinlink_cached": record["thinlink_cached"], "phases": record.get("phases", {})}
+            "thinlink_cached": record["thinlink_cached"],
+            "phases": {p: round(s, 4) for p, s in ltowrap_log.phase_seconds(record).items()}}
 
 
 class Recorder:
@@ -509,7 +511,8 @@ class Recorder:
             records = link_records(log)
             compiles = sum(r["backend_compiles"] for r in records.values()) if lto else None
             for name, r in records.items():
-                expected = ("distributed", "restored") if lto else ("passthrough",)  # restored: the link memo
+                decision = ltowrap_log.Decision
+                expected = (decision.DISTRIBUTED, decision.RESTORED) if lto else (decision.PASSTHROUGH,)
                 if r["decision"] not in expected:
                     self.problems.append(f"rep {rep} {row}: link of {name}: {r['decision']} ({r.get('reason')})")
             if main in records:
@@ -795,7 +798,8 @@ def phases(samples: list[Sample], key: str) -> str:
     def phase(name: str) -> Callable[[Sample], float | None]:
         return lambda s: s.ltowrap["phases"].get(name) if s.ltowrap and s.ltowrap["phases"] else None
 
-    meds = [median_of(samples, key, phase(p)) for p in ("thinlink", "backends", "final_link")]
+    phase_names = (ltowrap_log.Phase.THIN_LINK, ltowrap_log.Phase.BACKENDS, ltowrap_log.Phase.FINAL_LINK)
+    meds = [median_of(samples, key, phase(p)) for p in phase_names]
     if all(m is None for m in meds):
         return ""
     first = next((s.ltowrap for s in samples if s.row == key and s.ltowrap), None)

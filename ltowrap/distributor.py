@@ -100,7 +100,7 @@ def run(json_path: str, settings: Settings | None = None) -> int:
     except (OSError, ValueError, SchemaError, ConfigError) as e:
         print(f"ltowrap-distributor: {e}", file=sys.stderr)
         return 2
-    record = log.Record(tool="distributor", argv=sys.argv, decision="failed")
+    record = log.Record(tool="distributor", argv=sys.argv, decision=log.Decision.FAILED)
     with jobrun.job_run(settings, record) as job_run:
         job_run.stats.add("distributor_runs")
         jobs = [Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output)
@@ -119,7 +119,7 @@ def run(json_path: str, settings: Settings | None = None) -> int:
         except ToolFailed as e:
             sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
             return 1
-        record.decision = "distributed"
+        record.decision = log.Decision.DISTRIBUTED
     return 0
 
 

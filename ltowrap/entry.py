@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None, explicit: list[str] | None = None) -> No
         if toolchain.is_linker(tool):
             from .pipeline import run_linker
 
-            sys.exit(run_linker(real, args, settings=settings))
+            # The clang entry names the driver of the link line it handed over (_driver).
+            sys.exit(run_linker(real, args, settings=settings, driver=os.environ.get(toolchain.DRIVER) or None))
         _driver(real, args, settings)
     except Exception as e:  # a bug in ltowrap must not break the build
         print(f"ltowrap: internal error ({type(e).__name__}: {e}); running the command unchanged", file=sys.stderr)
@@ -128,14 +129,12 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         _link_in_process(real + in_process, modules, settings)
     env = dict(os.environ)
     env[toolchain.REAL_LD] = real_ld
+    env.pop(toolchain.DRIVER, None)
     clang_var = config.ROWS["clang"].env
-    driver = os.path.realpath(real[0])
-    env.setdefault(clang_var, driver)
+    this_driver = os.path.realpath(real[0])
+    env.setdefault(clang_var, this_driver)
     # A backend clang other than this driver: the link must check they are one release (pipeline).
-    if os.path.realpath(env[clang_var]) != driver:
-        env[toolchain.DRIVER] = driver
-    else:
-        env.pop(toolchain.DRIVER, None)
+    driver = this_driver if os.path.realpath(env[clang_var]) != this_driver else None
     with_lld = in_process
     from .linkdirect import lane
 
@@ -156,15 +155,22 @@ def _driver(real: list[str], args: list[str], settings: config.Settings) -> NoRe
         if direct is not None:
             direct.driver_line(line.checks)
         os.environ.update(env)
-        spans = [("direct lane", t0, t1), ("driver line", t1, time.time())]
-        rc = run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans)
+        os.environ.pop(toolchain.DRIVER, None)  # the driver goes to run_linker itself
+        from .log import Phase
+
+        spans = [(Phase.DIRECT_LANE, t0, t1), (Phase.DRIVER_LINE, t1, time.time())]
+        rc = run_linker(line.argv[:1], line.argv[1:], original=real + with_lld, direct=direct, spans=spans,
+                        driver=driver)
         if rc != 0:  # what the driver says after its linker failed, as it would have run it
             from . import terminal
 
             print(terminal.driver_error(_driver_name(real[0], seen), f"linker command failed with exit code {rc} "
                                         "(use -v to see invocation)", terminal.driver_wants(seen)), file=sys.stderr)
         sys.exit(rc)
-    # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded.
+    # Unguarded: the driver must reach our ld.lld entry, which runs the real tools guarded; the
+    # driver, when it is not the backend clang, in its environment (another process: main reads it).
+    if driver is not None:
+        env[toolchain.DRIVER] = driver
     proc.exec_tool(real + [*args, "-fuse-ld=lld", f"--ld-path={ld_entry}"], env, guard=False)
 
 
@@ -214,7 +220,7 @@ def _link_in_process(command: list[str], modules: int, settings: config.Settings
         from . import log
         from .errors import Reason
 
-        record = log.Record(tool=os.path.basename(command[0]), argv=command, decision="in-process",
+        record = log.Record(tool=os.path.basename(command[0]), argv=command, decision=log.Decision.IN_PROCESS,
                             reason=Reason.SMALL_LINK.value, modules=modules,
                             detail=f"{modules} bitcode module{'s' if modules != 1 else ''}, small_link = "
                                    f"{settings.small_link}: nothing to import or spread")

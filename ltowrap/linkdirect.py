@@ -103,7 +103,7 @@ class Lane:
         if done is not None and settings.log:
             from . import logfile
 
-            logfile.restored(settings.log, os.path.basename(done[0]), done, start, time.time(), "direct lane")
+            logfile.restored(settings.log, os.path.basename(done[0]), done, start, time.time())
         return done is not None
 
     def _restore(self, cache: Cache) -> list[str] | None:

@@ -1,5 +1,11 @@
 """The link log (config `log`, LTOWRAP_LOG): one JSON line per link or distributor run, appended whole
-(logfile.py: O_APPEND, one write, under flock; the file kept bounded)."""
+(logfile.py: O_APPEND, one write, under flock; the file kept bounded).
+
+The log's names: Decision (a record's `decision`), Phase (the names of its `spans`) and
+Source (a backend's `source`), defined in logfile.py for the line a relink writes there.
+A record's phases are its spans; phase_seconds totals them, and reads the `phases` field
+that lines written before spans carry.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import logfile
+from .logfile import Decision as Decision, Phase as Phase, Source as Source
+
+# The `phases` field of older lines ({name: seconds}), by the names it used: read, never written.
+LEGACY_PHASES = {"thinlink": Phase.THIN_LINK, "backends": Phase.BACKENDS, "final_link": Phase.FINAL_LINK}
 
 
 @dataclass
@@ -16,7 +26,7 @@ class Backend:
     """One backend job of a run: where its object came from, and when."""
 
     module: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
-    source: str  # executor.COMPILED, CACHED, REMOTE_CACHED or REMOTE_EXECUTED
+    source: str  # a Source
     start: float
     end: float
     cached: bool
@@ -48,7 +58,7 @@ class Record:
     pid: int = field(default_factory=os.getpid)
     start: float = field(default_factory=time.time)
     end: float | None = None
-    decision: str = "passthrough"  # distributed | restored (link memo) | passthrough | fallback | interrupted | failed
+    decision: str = Decision.PASSTHROUGH  # a Decision
     reason: str | None = None  # errors.Reason's key
     detail: str | None = None  # the reason, as the user was told
     output: str | None = None  # what the step that failed printed (a backend's errors)
@@ -57,8 +67,7 @@ class Record:
     thinlink_uncached: str | None = None  # why the thin-link that ran was not stored
     unmemoised: str | None = None  # why the link memo did not store this link
     verified: str | None = None  # a memo hit checked by linking again (verify): 'same', or both digests
-    phases: dict[str, float] = field(default_factory=dict)
-    spans: list[list] = field(default_factory=list)  # [phase, start, end], in the order they ran (ltowrap trace)
+    spans: list[list] = field(default_factory=list)  # [Phase, start, end], in the order they ran (ltowrap trace)
     jobs: int | None = None  # the backend compiles this link could run at once
     cpu: dict[str, float] | None = None  # CPU seconds: ltowrap's own ("self") and the tools it ran ("children")
     backends: list[Backend] = field(default_factory=list)
@@ -76,7 +85,7 @@ class Record:
     remote_deduplicated: int | None = None  # input bytes the jobs sent named but not uploaded (shared, or in the CAS)
 
     def span(self, name: str, start: float, end: float) -> None:
-        """A phase of the link ran from start to end (time.time())."""
+        """A phase of the link (a Phase) ran from start to end (time.time())."""
         self.spans.append([name, round(start, 4), round(end, 4)])
 
     def to_json(self) -> dict:
@@ -106,3 +115,14 @@ def records(path: str) -> list[dict]:
         except ValueError:
             continue
     return out
+
+
+def phase_seconds(record: dict) -> dict[str, float]:
+    """Seconds per phase of a link record, by Phase name, in the order each phase first ran:
+    its spans summed, or for an older line without spans its `phases` field."""
+    out: dict[str, float] = {}
+    if record.get("spans"):
+        for name, start, end in record["spans"]:
+            out[str(name)] = out.get(str(name), 0.0) + float(end) - float(start)
+        return out
+    return {LEGACY_PHASES.get(name, name): float(seconds) for name, seconds in (record.get("phases") or {}).items()}

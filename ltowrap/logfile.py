@@ -1,4 +1,4 @@
-"""The link log's file: JSON lines appended whole, the file kept bounded.
+"""The link log's file: JSON lines appended whole, the file kept bounded; and the log's names.
 
 Every link is logged by default (config: `log`, a file in the cache directory), so that
 `ltowrap report`, `trace` and `verify` work on the last build as `ccache -s` does. The file
@@ -7,7 +7,9 @@ one starts; `lines` reads both, oldest first.
 
 A restored link writes its line from here, without the json module (whose import, with the
 re module, would cost a relink more than the link itself): `encode` uses the same C
-escaping json does (`_json.encode_basestring_ascii`).
+escaping json does (`_json.encode_basestring_ascii`). For that line, the log's names
+(Decision, Phase, Source) are defined here rather than in log.py, which imports both: every
+other module names them as log.Decision, log.Phase and log.Source.
 """
 
 from __future__ import annotations
@@ -17,7 +19,51 @@ import os
 
 from _json import encode_basestring_ascii
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # Final: mypy refuses an assignment to a name (typing costs a relink its import)
+    from typing import Final
+
 BOUND = 16 << 20  # bytes of log kept before it is rotated
+
+
+class Decision:
+    """What a record's `decision` says the invocation did."""
+
+    DISTRIBUTED: Final = "distributed"
+    RESTORED: Final = "restored"  # by the link memo: its direct lane, or its lookup
+    PASSTHROUGH: Final = "passthrough"  # no bitcode, or not a link ltowrap distributes: run unchanged
+    FALLBACK: Final = "fallback"  # the original command ran instead; `reason` says why
+    INTERRUPTED: Final = "interrupted"  # a signal stopped it (`reason`: its name)
+    FAILED: Final = "failed"  # the distributor's, until its run is done
+    # A small link (small_link): lld's in-process ThinLTO. scripts/ltowrap-clang writes this
+    # name too, in the line it writes itself (tests/test_small_link.py holds the two equal).
+    IN_PROCESS: Final = "in-process"
+
+
+class Phase:
+    """The names of a link record's `spans` ([phase, start, end]), in the order a link runs them.
+    KEYS and REMOTE_LOOKUP are the executor's, inside BACKENDS."""
+
+    DIRECT_LANE: Final = "direct lane"
+    DRIVER_LINE: Final = "driver line"
+    MEMO_LOOKUP: Final = "memo lookup"
+    PLAN: Final = "plan"
+    THIN_LINK: Final = "thin-link"
+    KEYS: Final = "keys and cache lookups"
+    REMOTE_LOOKUP: Final = "remote lookup"
+    BACKENDS: Final = "backends"
+    FINAL_LINK: Final = "final link"
+    MEMO_STORE: Final = "memo store"
+    INNER: Final = (KEYS, REMOTE_LOOKUP)
+
+
+class Source:
+    """Where a backend job's object came from (a Backend's `source`)."""
+
+    COMPILED: Final = "compiled"  # compiled here
+    CACHED: Final = "cache"  # the local cache
+    REMOTE_CACHED: Final = "remote cache"  # the remote service's action cache
+    REMOTE_EXECUTED: Final = "remote"  # compiled on a remote worker
 
 
 def append(path: str, line: bytes, bound: int = BOUND) -> None:
@@ -79,10 +125,11 @@ def encode(value: object) -> str:
     raise TypeError(f"not plain data: {type(value).__name__}")
 
 
-def restored(path: str, tool: str, argv: list[str], start: float, end: float, span: str) -> None:
+def restored(path: str, tool: str, argv: list[str], start: float, end: float) -> None:
     """The line of a link the memo's direct lane restored, as log.Record writes it
     (tests/test_linkmemo.py holds the two equal), without json or dataclasses."""
     line = {"argv": argv, "backend_compiles": 0, "backend_hits": 0, "backends": [], "cwd": os.getcwd(),
-            "decision": "restored", "end": end, "modules": 0, "phases": {}, "pid": os.getpid(),
-            "spans": [[span, round(start, 4), round(end, 4)]], "start": start, "thinlink_cached": False, "tool": tool}
+            "decision": Decision.RESTORED, "end": end, "modules": 0, "pid": os.getpid(),
+            "spans": [[Phase.DIRECT_LANE, round(start, 4), round(end, 4)]], "start": start, "thinlink_cached": False,
+            "tool": tool}
     append(path, (encode(line) + "\n").encode())

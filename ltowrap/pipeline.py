@@ -5,12 +5,13 @@ argv -> LinkCommand (cmdline) -> LinkPlan (plan) -> thin-link jobs (thinlink)
 
 A driver link (`clang ... -o prog`) has stages before these, which entry._driver orders:
 the direct lane (linkdirect: restored from the driver's command alone), then the
-driver's link line (driverline), then run_linker here. The link memo's lookup and store
-(linkmemo) are ordered here.
+driver's link line (driverline), then run_linker here, called with what they found
+(the direct lane, their spans, the driver). The link memo's lookup and store (linkmemo)
+are ordered here.
 
-Whatever goes wrong inside ltowrap ends in the original command, run unchanged, with
-one `ltowrap:` line saying why, and a counted reason (errors.Reason). Errors of the
-user's own link are the linker's to report.
+Whatever goes wrong inside ltowrap ends in the original command (RunOriginal), run
+unchanged, with one `ltowrap:` line saying why, and a counted reason (errors.Reason).
+Errors of the user's own link are the linker's to report.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import errno
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 from . import cachekey, config, fsutil, linkdirect, linkmemo, log, proc, terminal, toolchain
 from .cache import MODULES
@@ -37,15 +39,23 @@ if TYPE_CHECKING:  # the stages are imported past the link memo (_link)
 CACHE_UNUSABLE = frozenset([errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR])
 
 
+@dataclass(frozen=True)
+class RunOriginal:
+    """The link was not made here: the original command runs instead, unchanged."""
+
+    reason: Reason  # NO_BITCODE: nothing to distribute (a passthrough); else why it fell back (counted, said)
+
+
 def run_linker(real: list[str], args: list[str], original: list[str] | None = None,
                settings: config.Settings | None = None, direct: linkdirect.Lane | None = None,
-               spans: Sequence[tuple[str, float, float]] = ()) -> int:
+               spans: Sequence[tuple[str, float, float]] = (), driver: str | None = None) -> int:
     """Distribute the ld.lld command `real + args`; on fallback run `original` (default: the same).
 
     `original` is the user's driver command when the clang entry found the link line
     itself: falling back to it reports errors exactly as the driver would. `direct` is that
     driver link's direct lane, which the link memo fills; `spans`, what the entry did first
-    (the direct lane's lookup, the driver line), for the log.
+    (the direct lane's lookup, the driver line), for the log. `driver` is the clang driver
+    that gave the link line when it is not the backend clang: the two must be one release.
     """
     fallback = original or real + args
     if settings is None:
@@ -61,17 +71,18 @@ def run_linker(real: list[str], args: list[str], original: list[str] | None = No
     for name, start, end in spans:
         record.span(name, start, end)
     with jobrun.job_run(settings, record) as run:
-        rc = _attempt(run, real, args, direct)
-    if rc is None:
+        rc = _attempt(run, real, args, direct, driver)
+    if isinstance(rc, RunOriginal):
         proc.exec_tool(fallback)
     return rc
 
 
-def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int | None:
-    """The distributed link's exit code, or None when the original command must run instead."""
+def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None,
+             driver: str | None) -> int | RunOriginal:
+    """The distributed link's exit code, or RunOriginal when the original command must run instead."""
     try:
         try:
-            rc = _distribute(run, real, args, direct)
+            rc = _distribute(run, real, args, direct, driver)
         except OSError as e:
             if e.errno not in CACHE_UNUSABLE:
                 raise
@@ -79,38 +90,35 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkd
             print(f"ltowrap: cache {run.settings.cache_dir} unusable ({e.strerror}); linking without it",
                   file=sys.stderr)
             with run.without_cache():
-                rc = _distribute(run, real, args, None)
+                rc = _distribute(run, real, args, None, driver)
     except Unsupported as e:
         if e.reason is Reason.NO_BITCODE:
             run.stats.add("links_passthrough")
-            return None
-        _fall_back(run, e.reason, str(e))
-        return None
+            return RunOriginal(e.reason)
+        return _fall_back(run, e.reason, str(e))
     except ToolFailed as e:
-        _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})", e.output)
-        return None
+        return _fall_back(run, e.reason, f"{e.reason.text} ({os.path.basename(e.argv[0])} exited {e.returncode})",
+                          e.output)
     except OSError as e:
         where = f" '{e.filename}'" if e.filename else ""
-        _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
-        return None
+        return _fall_back(run, Reason.FILE_ERROR, f"file error: {e.strerror or e}{where}")
     except Exception as e:  # never turn a working build into a failing one
-        _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
-        return None
-    if run.record.decision == "restored":  # by the link memo
+        return _fall_back(run, Reason.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
+    if run.record.decision == log.Decision.RESTORED:  # by the link memo
         return rc
-    run.record.decision = "distributed"
+    run.record.decision = log.Decision.DISTRIBUTED
     run.stats.add("links_distributed")
     return rc
 
 
-def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "") -> None:
-    run.record.decision, run.record.reason, run.record.detail = "fallback", reason.value, message
+def _fall_back(run: jobrun.JobRun, reason: Reason, message: str, output: str = "") -> RunOriginal:
+    run.record.decision, run.record.reason, run.record.detail = log.Decision.FALLBACK, reason.value, message
     run.record.output = output or None
     run.stats.fallback(reason)
     print(f"ltowrap: {message}; running the link unchanged", file=sys.stderr)
     if output and run.settings.verbose:
         print(output, file=sys.stderr)
-    return None
+    return RunOriginal(reason)
 
 
 def _gate_options(run: jobrun.JobRun, ld: str, gated: list[tuple[str, str]]) -> None:
@@ -120,23 +128,22 @@ def _gate_options(run: jobrun.JobRun, ld: str, gated: list[tuple[str, str]]) -> 
         return
     facts = run.linker_facts(ld)
     for feature, option in gated:
-        if feature not in facts["takes"]:
-            raise Unsupported(Reason.LINKER_OPTION, f"{option}: {facts['version'] or ld} does not take it")
+        if feature not in facts.takes:
+            raise Unsupported(Reason.LINKER_OPTION, f"{option}: {facts.version or ld} does not take it")
 
 
-def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
+def _same_release(run: jobrun.JobRun, ld: str, clang: str, driver: str | None) -> jobrun.LinkerFacts:
     """The linker's facts, or Unsupported(MIXED_TOOLCHAIN) when ld.lld, the backend clang and
-    the driver that gave the link line (toolchain.DRIVER, when it is not that clang) are not
-    all one LLVM release: in-process ThinLTO compiles with lld's own LLVM, and ltowrap does not
-    pick another for the user."""
+    the driver that gave the link line (`driver`, when it is not that clang) are not all one
+    LLVM release: in-process ThinLTO compiles with lld's own LLVM, and ltowrap does not pick
+    another for the user."""
     facts = run.linker_facts(ld)
-    lld_release = facts["release"]
+    lld_release = facts.release
     clang_release = toolchain.release(cachekey.compiler_version(run.compiler_identity(clang)))
     fix = "(LTOWRAP_CLANG names the backend clang; ld.lld comes from the driver's LLVM or --ld-path)"
     if not lld_release or lld_release != clang_release:
         raise Unsupported(Reason.MIXED_TOOLCHAIN, f"ld.lld {lld_release or '(release unknown)'} ({ld}) with clang "
                           f"{clang_release or '(release unknown)'} ({clang}) for the backends {fix}")
-    driver = os.environ.get(toolchain.DRIVER)
     if driver and os.path.realpath(driver) != os.path.realpath(clang):
         driver_release = toolchain.release(cachekey.compiler_version(run.compiler_identity(driver)))
         if driver_release != clang_release:
@@ -145,7 +152,8 @@ def _same_release(run: jobrun.JobRun, ld: str, clang: str) -> dict:
     return facts
 
 
-def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None) -> int:
+def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkdirect.Lane | None,
+                driver: str | None) -> int:
     cwd = os.getcwd()
     t = time.time()
     line = cmdline.expand(args, cwd)
@@ -153,30 +161,30 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
     command = cmdline.parse_line(line, cwd)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
-    run.record.span("memo lookup", t, time.time())
+    run.record.span(log.Phase.MEMO_LOOKUP, t, time.time())
     if restored:
-        run.record.decision = "restored"
+        run.record.decision = log.Decision.RESTORED
         return 0
     workdir = run.cache.new_workdir()
     try:
-        return _link(run, real, command, workdir, cwd, memo)
+        return _link(run, real, command, workdir, cwd, memo, driver)
     finally:
         if not run.settings.keep:
             fsutil.remove_tree(workdir)
 
 
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
-          memo: linkmemo.Memo | None) -> int:
+          memo: linkmemo.Memo | None, driver: str | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
     from .stages import diagnostics, finallink, plan, thinlink
     from .stages.backend import LinkBackend, split_dwarf
 
     t = time.time()
     clang = toolchain.backend_clang(real[0], run.settings.clang)
-    facts = _same_release(run, real[0], clang)
-    link_plan = plan.build(command, run.cache, int(facts["release"].split(".")[0]))
+    facts = _same_release(run, real[0], clang, driver)
+    link_plan = plan.build(command, run.cache, facts.major)
     run.record.modules = len(link_plan.modules)
-    run.record.span("plan", t, time.time())
+    run.record.span(log.Phase.PLAN, t, time.time())
     # The thin-link sees every module under its store path: the backend keys take the shards'
     # canonical text (shardkey.py), which does not depend on those paths.
     store_prefix = os.path.join(run.cache.root, MODULES) + "/"
@@ -189,7 +197,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     t0 = time.time()
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     with thinlink.thin_link(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files,
-                            frozenset(facts["takes"]), verify=config.pick(run.settings.verify)) as result:
+                            facts.takes, verify=config.pick(run.settings.verify)) as result:
         run.record.thinlink_uncached = scripts.unknown or result.uncached or None
         t1 = time.time()
         run.record.thinlink_cached = result.cached
@@ -197,14 +205,13 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         with run.executor(LinkBackend(clang, command, run.settings.sections), clang, digest_of, command.output, len(result.jobs)) as executor:
             executor.run(jobs, {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
-    printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, int(facts["release"].split(".")[0]))
+    printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, facts.major)
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
     if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
         sys.stdout.buffer.write(printed.stdout.encode("utf-8", "surrogateescape"))
         sys.stderr.buffer.write(_coloured(printed.stderr.encode("utf-8", "surrogateescape"), real[0], command))
-        run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4)}
-        for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2)):
+        for name, start, end in ((log.Phase.THIN_LINK, t0, t1), (log.Phase.BACKENDS, t1, t2)):
             run.record.span(name, start, end)
         return 1
     finallink.write_side_outputs(jobs, command.lto.remarks_file)
@@ -215,8 +222,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         finallink.name_outputs(final, link_plan, result, workdir, run.cache.root)
     out, err = printed.stdout.encode("utf-8", "surrogateescape") + out, diagnostics.joined(printed, err)
     t3 = time.time()
-    run.record.phases = {"thinlink": round(t1 - t0, 4), "backends": round(t2 - t1, 4), "final_link": round(t3 - t2, 4)}
-    for name, start, end in (("thin-link", t0, t1), ("backends", t1, t2), ("final link", t2, t3)):
+    for name, start, end in ((log.Phase.THIN_LINK, t0, t1), (log.Phase.BACKENDS, t1, t2),
+                             (log.Phase.FINAL_LINK, t2, t3)):
         run.record.span(name, start, end)
     if rc != 0 and not finallink.user_error(err, link_plan, toolchain.sibling(clang, "llvm-nm")):
         # Not plainly the user's own error: their command decides, as without ltowrap. What the
@@ -227,7 +234,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     if memo is not None and rc == 0:
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
-        run.record.span("memo store", t3, time.time())
+        run.record.span(log.Phase.MEMO_STORE, t3, time.time())
     return rc
 
 

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .config import parse_age
+from .log import Phase, Source, phase_seconds, records
 
 BUILD_GAP = 300.0  # seconds without a link that separate two builds (the last build: report's default)
-COMPILED, CACHED, REMOTE_CACHED, REMOTE_EXECUTED = "compiled", "cache", "remote cache", "remote"  # executor's
 MACHINE_PID = 1  # the trace's process for the machine's slot pool (no link runs as init)
 HIT_COST = 0.002  # seconds a backend hit costs when a link has none to measure
 
@@ -65,16 +65,16 @@ class Link:
         return str(self.record.get("decision", ""))
 
     def compiled(self) -> list[dict]:
-        return [b for b in self.backends if b["source"] in (COMPILED, REMOTE_EXECUTED)]
+        return [b for b in self.backends if b["source"] in (Source.COMPILED, Source.REMOTE_EXECUTED)]
 
     def critical_path(self) -> list[dict]:
         """The backends the link's end waited for, in order: the one that ended last, and before
         it each compile that held its lane until it started (a lane runs one compile at a
         time: gaps between them are waits for a slot). A link that compiled nothing here: the
         backend that ended last."""
-        here = [b for b in self.backends if b["source"] == COMPILED]
+        here = [b for b in self.backends if b["source"] == Source.COMPILED]
         last = max(self.backends, key=lambda b: b["end"], default=None)
-        if last is None or last["source"] != COMPILED:
+        if last is None or last["source"] != Source.COMPILED:
             return [last] if last is not None else []
         chain = [last]
         while True:
@@ -88,21 +88,23 @@ class Link:
         """The longest backend of the critical path: what most bounds the link."""
         return max(self.critical_path(), key=lambda b: b["end"] - b["start"], default=None)
 
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase (log.phase_seconds: from the spans, or an older line's `phases`)."""
+        return phase_seconds(self.record)
+
     def phase(self, name: str) -> float:
-        return sum(e - s for n, s, e in self.spans if n == name)
+        return self.phases().get(name, 0.0)
 
     def with_every_hit(self) -> float:
         """What the link would have cost with every backend a hit: the link less its backends
         phase, plus its backends at what a hit costs (this link's hits, or HIT_COST each)."""
-        hits = [b["end"] - b["start"] for b in self.backends if b["source"] == CACHED and not b.get("waited")]
+        hits = [b["end"] - b["start"] for b in self.backends if b["source"] == Source.CACHED and not b.get("waited")]
         each = sorted(hits)[len(hits) // 2] if hits else HIT_COST
-        return self.end - self.start - self.phase("backends") + each * len(self.backends)
+        return self.end - self.start - self.phase(Phase.BACKENDS) + each * len(self.backends)
 
 
 def read_log(path: str) -> list[dict]:
     """The log's records, oldest first (log.records)."""
-    from .log import records
-
     return records(path)
 
 
@@ -185,15 +187,15 @@ def trace_events(chosen: list[Link]) -> dict:
         tracks: dict[str, int] = {}
         groups: dict[str, list[dict]] = {}
         for b in link.backends:
-            if b["source"] == COMPILED:
+            if b["source"] == Source.COMPILED:
                 group = f"compile lane {b.get('lane') or 0}"
-            elif b["source"] == REMOTE_EXECUTED and b.get("worker"):
+            elif b["source"] == Source.REMOTE_EXECUTED and b.get("worker"):
                 group = f"remote worker {b['worker']}"
             elif b.get("waited"):
                 group = "waited for another link"
             else:
-                group = {CACHED: "cache hits", REMOTE_CACHED: "remote cache", REMOTE_EXECUTED: "remote workers"}.get(
-                    b["source"], b["source"])
+                group = {Source.CACHED: "cache hits", Source.REMOTE_CACHED: "remote cache",
+                         Source.REMOTE_EXECUTED: "remote workers"}.get(b["source"], b["source"])
             groups.setdefault(group, []).append(b)
         for group in sorted(groups, key=lambda g: (not g.startswith("compile"), g)):
             members = sorted(groups[group], key=lambda b: b["start"])
@@ -248,13 +250,13 @@ def why(b: dict) -> str:
     if b.get("verified"):
         return f"a hit checked (verify): {b['verified']}"
     source = b["source"]
-    if source == COMPILED:
+    if source == Source.COMPILED:
         remote = f"; the remote: {b['remote_error']}" if b.get("remote_error") else ""
         return f"compiled: its key was not in the cache{remote}"
     if b.get("waited"):
         return "another link was compiling it: waited, then a hit"
-    return {CACHED: "a hit", REMOTE_CACHED: "a hit in the remote cache", REMOTE_EXECUTED: "run on a remote worker"}.get(
-        source, source)
+    return {Source.CACHED: "a hit", Source.REMOTE_CACHED: "a hit in the remote cache",
+            Source.REMOTE_EXECUTED: "run on a remote worker"}.get(source, source)
 
 
 def text(chosen: list[Link], slowest: int = 10) -> str:
@@ -264,10 +266,12 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start))
     lines = [f"{len(chosen)} link{'' if len(chosen) == 1 else 's'} from {when}, {_s(end - start)}"]
     for link in chosen:
-        hits = sum(b["source"] != COMPILED for b in link.backends)
+        hits = sum(b["source"] != Source.COMPILED for b in link.backends)
         lines.append(f"\n{link.name}: {link.decision}, {_s(link.end - link.start)}, {len(link.backends)} backends "
                      f"({len(link.backends) - hits} compiled here, {hits} from a cache or elsewhere)")
-        phases = [(n, e - s) for n, s, e in link.spans if e - s >= 0.0005]
+        # Each span in the order it ran; an older line without spans: its phases' totals.
+        phases = [(n, e - s) for n, s, e in link.spans] if link.spans else list(link.phases().items())
+        phases = [(n, d) for n, d in phases if d >= 0.0005]
         if phases:
             lines.append("  phases: " + ", ".join(f"{n} {_s(d)}" for n, d in phases))
         path = link.critical_path()
@@ -278,7 +282,7 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
             lines.append(f"  critical path: {len(path)} backends, {_s(busy)} of work"
                          + (f" and {_s(waits)} waiting for a slot" if waits >= 0.005 else "")
                          + f", ending at +{_s(path[-1]['end'] - link.start)}")
-            lines.append(f"  bounded by: {bound['module']} ({why(bound) if bound['source'] != COMPILED else 'compiled'}, "
+            lines.append(f"  bounded by: {bound['module']} ({why(bound) if bound['source'] != Source.COMPILED else 'compiled'}, "
                          f"{_s(bound['end'] - bound['start'])}, from +{_s(bound['start'] - link.start)} to "
                          f"+{_s(bound['end'] - link.start)})")
             lines.append(f"  with every backend a hit: about {_s(link.with_every_hit())}")
@@ -301,12 +305,14 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
 
 # --- the HTML page -------------------------------------------------------------------------------
 
-_COLOURS = {COMPILED: "#d9822b", CACHED: "#3a9e5c", REMOTE_CACHED: "#2b7bb9", REMOTE_EXECUTED: "#7a5cc7"}
+_COLOURS = {Source.COMPILED: "#d9822b", Source.CACHED: "#3a9e5c", Source.REMOTE_CACHED: "#2b7bb9",
+            Source.REMOTE_EXECUTED: "#7a5cc7"}
 # Phases, in the order a link runs them. The executor's own (keys and cache lookups, remote lookup)
 # fall inside `backends`: they get a row of their own.
-_PHASES = {"direct lane": "#b0b6c0", "driver line": "#8a8f98", "memo lookup": "#c7b26a", "plan": "#6f8fa6",
-           "thin-link": "#4d6a8a", "backends": "#d8c9b0", "final link": "#6a7b4d", "memo store": "#a88f6a"}
-_INNER_PHASES = {"keys and cache lookups": "#9c6ab0", "remote lookup": "#5c8fc7"}
+_PHASES = {Phase.DIRECT_LANE: "#b0b6c0", Phase.DRIVER_LINE: "#8a8f98", Phase.MEMO_LOOKUP: "#c7b26a",
+           Phase.PLAN: "#6f8fa6", Phase.THIN_LINK: "#4d6a8a", Phase.BACKENDS: "#d8c9b0", Phase.FINAL_LINK: "#6a7b4d",
+           Phase.MEMO_STORE: "#a88f6a"}
+_INNER_PHASES = {Phase.KEYS: "#9c6ab0", Phase.REMOTE_LOOKUP: "#5c8fc7"}
 _STYLE = """body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.legend span{display:inline-block;margin-right:14px}
@@ -346,7 +352,7 @@ def _timeline(link: Link, width: int = 960) -> str:
 
 def _hit_rate_chart(chosen: list[Link], width: int = 960, height: int = 160) -> str:
     """The share of each link's backends that were hits, at the time the link ended."""
-    points = sorted((link.end, sum(b["source"] != COMPILED for b in link.backends) / len(link.backends))
+    points = sorted((link.end, sum(b["source"] != Source.COMPILED for b in link.backends) / len(link.backends))
                     for link in chosen if link.backends)
     if not points:
         return "<p>No backends in these links.</p>"

@@ -34,8 +34,10 @@ LINKER_ENV = ("LLD_VERSION",)
 UNSET = "\0unset"  # the value env_values gives a variable that is not set
 # The tools a PATH shim stands in for, under these names and their versioned ones (clang-22).
 SHIMMED = ("clang", "clang++", "ld.lld")
-# Set by the clang entry when the backend clang (the `clang` setting) is not the driver that
-# gave the link line: that driver, whose release the link must then share (pipeline.py).
+# Set by the clang entry, in the environment of the driver it runs with our ld.lld entry, when
+# the backend clang (the `clang` setting) is not that driver: the driver, whose release the
+# link must then share (entry.main passes it to pipeline.run_linker; a link the clang entry
+# runs itself gets it as an argument).
 DRIVER = "LTOWRAP_DRIVER"
 # What ltowrap asks ld.lld before relying on a feature that came in some release (what the
 # tool says, not a guess from its version). One run, `ld.lld <every probe> --version`: lld

@@ -116,6 +116,19 @@ def test_links_of_the_last_build_since_and_last():
     assert report.parse_since("10m", now=1000.0) == 400.0
 
 
+def test_an_older_line_with_phases_and_no_spans_is_reported():
+    """Lines written before the spans carry `phases` ({name: seconds}, by older names): the
+    report reads them; a line with spans is read from its spans alone."""
+    older = {"tool": "ld.lld", "argv": ["ld.lld", "-o", "prog"], "start": 100.0, "end": 104.0, "decision": "distributed",
+             "phases": {"thinlink": 0.5, "backends": 3.0, "final_link": 0.25}, "backends": []}
+    [link] = report.links([older])
+    assert link.phases() == {"thin-link": 0.5, "backends": 3.0, "final link": 0.25}
+    assert "  phases: thin-link 0.50 s, backends 3.00 s, final link 0.25 s" in report.text([link])
+    assert link.with_every_hit() == 1.0  # the link less its backends
+    newer = {**older, "spans": [["thin-link", 100.0, 100.25], ["backends", 100.25, 101.0], ["backends", 102.0, 103.0]]}
+    assert report.links([newer])[0].phases() == {"thin-link": 0.25, "backends": 1.75}
+
+
 def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
     prepared(project, tc22)
     argv = [wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o", "prog"]

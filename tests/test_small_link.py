@@ -11,6 +11,8 @@ import pytest
 
 from helpers import Toolchain, log_lines, ltowrap_env, run, stats_json, toolchain, wrapper, write
 
+from ltowrap import log
+
 # A warning the in-process ThinLTO backend prints through lld: the link's stderr is lld's.
 MAIN_C = """
 int helper(int);
@@ -105,5 +107,10 @@ def test_small_links_the_sh_entry_runs_are_counted_and_zeroed(tmp_path: Path, tc
     assert [r["decision"] for r in log_lines(tmp_path)] == ["in-process"]  # LTOWRAP_LOG's
     default_log = (tmp_path / "cache" / "links.jsonl").read_text().splitlines()  # the sh entry's: log at its default
     assert [json.loads(line)["decision"] for line in default_log] == ["in-process"]
+    # The sh entry's line is the one log.Record writes: the same fields, the same names.
+    sh_line = json.loads(default_log[0])
+    like = log.Record(sh_line["tool"], sh_line["argv"], sh_line["cwd"], sh_line["pid"], sh_line["start"],
+                      sh_line["end"], log.Decision.IN_PROCESS, "small_link", sh_line["detail"], modules=1)
+    assert sh_line == like.to_json()
     run([wrapper("ltowrap"), "stats", "--zero"], tmp_path, env=ltowrap_env())
     assert not counts().get("links_small")

@@ -438,17 +438,21 @@ def _objects_of(tc: Toolchain, d: Path) -> None:
 
 def test_mixed_driver_and_backends_are_refused(project, tmp_path):
     """A clang 19 driver (named by its path) with LTOWRAP_CLANG at clang 22: the link line's
-    lld is 19's; and with --ld-path to 22's lld, the driver is still 19. Both run unchanged."""
+    lld is 19's; and with --ld-path to 22's lld, the driver is still 19, whether the clang
+    entry runs the link itself or (a command that compiles too) the driver runs our ld.lld
+    entry, which is told the driver in its environment. All run unchanged."""
     old, new = _two(19, 22)
     _objects_of(old, project)
     env = ltowrap_env(new)
-    for n, extra in enumerate(([], [f"--ld-path={new.lld}"])):
-        done = run([wrapper("ltowrap"), old.clang, "-fuse-ld=lld", *extra, "a.o", "b.o", "-o", f"prog{n}"], project,
+    commands = ([], [f"--ld-path={new.lld}"], [f"--ld-path={new.lld}", "-O2", "-flto=thin", "a.c"])
+    for n, extra in enumerate(commands):
+        inputs = ["b.o"] if "a.c" in extra else ["a.o", "b.o"]
+        done = run([wrapper("ltowrap"), old.clang, "-fuse-ld=lld", *extra, *inputs, "-o", f"prog{n}"], project,
                    env=env)
         assert "tools of different LLVM releases" in done.stderr and "19.1" in done.stderr, done.stderr
         assert _fallback(tmp_path)["reason"] == "mixed_toolchain"
         assert run([f"./prog{n}"], project, check=False).returncode == 5
-    assert stats_json(env)["fallback_reasons"] == {"mixed_toolchain": 2}
+    assert stats_json(env)["fallback_reasons"] == {"mixed_toolchain": 3}
 
 
 def test_mixed_lld_and_backends_are_refused(project, tmp_path):

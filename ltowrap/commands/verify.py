@@ -19,7 +19,8 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
         print(f"ltowrap verify: no link in the log yet ({settings.log or 'log = off'})", file=sys.stderr)
         return 2
     records = log.records(settings.log)
-    todo = [r for r in records if r.get("tool", "").startswith("ld.lld") and r.get("decision") in ("distributed", "restored")]
+    kept = (log.Decision.DISTRIBUTED, log.Decision.RESTORED)
+    todo = [r for r in records if r.get("tool", "").startswith("ld.lld") and r.get("decision") in kept]
     todo = todo[-a.last:] if a.last else todo
     if not todo:
         print("ltowrap verify: the log holds no distributed or restored link", file=sys.stderr)

@@ -66,7 +66,7 @@ class BackendCommand(Protocol):
 @dataclass
 class Outcome:
     job: Job
-    source: str  # COMPILED, CACHED, REMOTE_CACHED or REMOTE_EXECUTED
+    source: str  # a log.Source
     start: float
     end: float
     action: str = ""  # the remote action digest, when a remote service was asked
@@ -79,10 +79,7 @@ class Outcome:
 
     @property
     def cached(self) -> bool:
-        return self.source != COMPILED
-
-
-COMPILED, CACHED, REMOTE_CACHED, REMOTE_EXECUTED = "compiled", "cache", "remote cache", "remote"
+        return self.source != log.Source.COMPILED
 
 
 @dataclass
@@ -112,7 +109,7 @@ class JobState:
     shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, once it is to be made
     verify: bool = False  # a hit of it is compiled again and compared
-    expected: tuple[str, str] | None = None  # verify: (where, digest) of the hit
+    expected: tuple[str, str] | None = None  # verify: (where: a log.Source, digest) of the hit
     verified: str | None = None  # 'same' or what differed
     waited: bool = False  # another process was making its key: this one waited for it
     unserved: str = ""  # why the remote service did not serve it
@@ -226,15 +223,15 @@ class Executor:
 
     def fill(self, record: log.Record) -> None:
         """What LTOWRAP_LOG records of the backends: counts, and each one's source, start and end."""
-        record.backend_compiles = sum(o.source == COMPILED for o in self.outcomes)
-        record.backend_hits = sum(o.source == CACHED for o in self.outcomes)
+        record.backend_compiles = sum(o.source == log.Source.COMPILED for o in self.outcomes)
+        record.backend_hits = sum(o.source == log.Source.CACHED for o in self.outcomes)
         record.backend_waits = sum(o.waited for o in self.outcomes) or None
         record.slots = self.res.gate.name or None
         record.jobs = self.res.jobs
         if self._prepared_span is not None:
-            record.span("keys and cache lookups", *self._prepared_span)
+            record.span(log.Phase.KEYS, *self._prepared_span)
         if self._asked_span is not None:
-            record.span("remote lookup", *self._asked_span)
+            record.span(log.Phase.REMOTE_LOOKUP, *self._asked_span)
         record.backends = [log.Backend(o.job.module.origin, o.source, round(o.start, 4), round(o.end, 4), o.cached,
                                        o.action or None, o.remote_error or None,
                                        recorded=False if s.unrecorded else None,
@@ -249,8 +246,8 @@ class Executor:
                                        queued=round(o.queued, 4) if o.queued is not None else None)
                            for o in self.outcomes for s in (self.states[o.job.output],)]
         if self.remote is not None:
-            record.remote_hits = sum(o.source == REMOTE_CACHED for o in self.outcomes)
-            record.remote_executed = sum(o.source == REMOTE_EXECUTED for o in self.outcomes)
+            record.remote_hits = sum(o.source == log.Source.REMOTE_CACHED for o in self.outcomes)
+            record.remote_executed = sum(o.source == log.Source.REMOTE_EXECUTED for o in self.outcomes)
             if self.remote.mode == "execute":
                 record.remote_local = sum(s.here for s in self.states.values())
                 record.remote_raced = sum(s.raced for s in self.states.values()) or None
@@ -267,7 +264,7 @@ class Executor:
     def _compiled(self, child: _Running, end: float) -> Outcome:
         state = child.state
         a = self.remote.actions.get(state.output) if self.remote is not None else None
-        return Outcome(state.job, COMPILED, child.start, end, a.name if a is not None else "",
+        return Outcome(state.job, log.Source.COMPILED, child.start, end, a.name if a is not None else "",
                        state.unserved, state.waited, child.lane, child.ticket.slot)
 
     def _hit(self, state: JobState) -> bool:
@@ -290,7 +287,7 @@ class Executor:
             return None
         if state.verify:
             if state.expected is None:
-                state.expected = ("cache", cachekey.digest_bytes(entry.payload))
+                state.expected = (log.Source.CACHED, cachekey.digest_bytes(entry.payload))
             return None
         return entry
 
@@ -301,7 +298,7 @@ class Executor:
         state.printed = str(entry.meta.get("printed", ""))
         self.cache.stats.add("backend_hits")
         self.cache.stats.add("cpu_saved_seconds", float(entry.meta.get("seconds", 0)))
-        self._done(Outcome(state.job, CACHED, start, time.time(), waited=state.waited))
+        self._done(Outcome(state.job, log.Source.CACHED, start, time.time(), waited=state.waited))
 
     def _claim(self, key: str | None) -> bool:
         if key is None:  # not cached: nothing to share with another process
@@ -513,7 +510,7 @@ class Executor:
                 p.answered = True
                 if reply.served is not None and p.verify:  # compiled here and compared
                     if p.expected is None:
-                        p.expected = ("remote cache", cachekey.digest_bytes(reply.served.obj))
+                        p.expected = (log.Source.REMOTE_CACHED, cachekey.digest_bytes(reply.served.obj))
                 elif reply.served is None:
                     if reply.error:
                         p.unserved = reply.error
@@ -537,8 +534,9 @@ class Executor:
         if state.key is not None:
             self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, served.obj)
         self._release(state.key)
-        self._done(Outcome(job, REMOTE_EXECUTED if served.executed else REMOTE_CACHED, start, time.time(), action,
-                           waited=state.waited, worker=served.worker, queued=served.queued))
+        source = log.Source.REMOTE_EXECUTED if served.executed else log.Source.REMOTE_CACHED
+        self._done(Outcome(job, source, start, time.time(), action, waited=state.waited, worker=served.worker,
+                           queued=served.queued))
 
     def _write_dump(self, key: str, dump: list[str], job: Job) -> None:
         text = f"module: {job.module.origin}\n" + "\n".join(dump) + "\n"

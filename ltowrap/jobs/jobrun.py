@@ -35,6 +35,20 @@ def _terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+@dataclass(frozen=True)
+class LinkerFacts:
+    """What an ld.lld says of itself (toolchain.lld_facts; cachekey.linker_facts keeps it, as
+    plain data, in the cache: a restored link imports cachekey, and no dataclass there)."""
+
+    release: str  # '22.1.8'; '' when lld could not be run
+    version: str  # the first line of its --version
+    takes: frozenset[str]  # the toolchain.LLD_PROBES features it takes
+
+    @property
+    def major(self) -> int:
+        return int(self.release.split(".")[0])
+
+
 @dataclass
 class JobRun:
     settings: Settings
@@ -42,7 +56,7 @@ class JobRun:
     stats: stats.Stats = field(default_factory=stats.Stats)
     cache: Cache = field(init=False)
     _identities: dict[str, str] = field(default_factory=dict)
-    _linkers: dict[str, dict] = field(default_factory=dict)
+    _linkers: dict[str, LinkerFacts] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cache = Cache(self.settings.cache_dir, self.stats, self.settings.max_size)
@@ -52,10 +66,11 @@ class JobRun:
             self._identities[clang] = cachekey.compiler_identity(clang, self.cache)
         return self._identities[clang]
 
-    def linker_facts(self, ld: str) -> dict:
+    def linker_facts(self, ld: str) -> LinkerFacts:
         """What ld.lld says of itself (cachekey.linker_facts): its release and the features it takes."""
         if ld not in self._linkers:
-            self._linkers[ld] = cachekey.linker_facts(ld, self.cache)
+            facts = cachekey.linker_facts(ld, self.cache)
+            self._linkers[ld] = LinkerFacts(facts["release"], facts["version"], frozenset(facts["takes"]))
         return self._linkers[ld]
 
     @contextmanager
@@ -140,9 +155,9 @@ def job_run(settings: Settings, record: log.Record) -> Iterator[JobRun]:
         yield run
     except (KeyboardInterrupt, Terminated) as e:
         sig = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
-        record.decision, record.reason = "interrupted", signal.Signals(sig).name
+        record.decision, record.reason = log.Decision.INTERRUPTED, signal.Signals(sig).name
         run.finish(cleanup=False)
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         raise
-    run.finish(cleanup=record.decision in ("distributed", "failed"))
+    run.finish(cleanup=record.decision in (log.Decision.DISTRIBUTED, log.Decision.FAILED))
