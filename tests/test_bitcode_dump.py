@@ -1,6 +1,6 @@
 """The bitcode reader held to LLVM's own: every block and record that bitcode.read gives, against
 `llvm-bcanalyzer -dump` of the same release, on modules (C, C++, -g, a split LTO unit's two
-modules) and on the index shards a thin-link writes. Not the project's own writer: the
+modules, a FatLTO object's bitcode) and on the index shards a thin-link writes. Not the project's own writer: the
 streams clang and lld write, and the records LLVM's reader sees in them.
 
 The dump names each block by its id and each record by its code and operands. A blob is
@@ -104,6 +104,11 @@ def test_the_reader_reads_what_llvm_bcanalyzer_dumps(tmp_path, version):
     declarations = ["-mllvm", "-import-declaration"] if version >= 19 else []
     run([lld, "--thinlto-index-only", *declarations, "-e", "entry", "a.o", "b.o", "-o", "prog"], tmp_path)
     files = ["a.o", "b.o", "x.o", "a.o.thinlto.bc", "b.o.thinlto.bc"]
+    if version >= 19:  # a FatLTO object's bitcode, as formats/elf.py takes it from its .llvm.lto section
+        run([clang, "-O2", "-flto=thin", "-ffat-lto-objects", "-c", "a.c", "-o", "fat.o"], tmp_path)
+        run([shutil.which(f"llvm-objcopy-{version}") or "llvm-objcopy", "--dump-section=.llvm.lto=fat.bc", "fat.o"],
+            tmp_path)
+        files.append("fat.bc")
     for name in files:
         path = tmp_path / name
         theirs = dumped(path, analyzer)
