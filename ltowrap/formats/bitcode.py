@@ -724,15 +724,17 @@ def _is_entry(values: list[int]) -> bool:
     return values[0] == MST_CODE_ENTRY and len(values) >= 2
 
 
+# How relocate() writes MODULE_STRTAB's records: [module id, path as a blob], [hash words].
+_ENTRY_ABBREV: Abbrev = [("lit", MST_CODE_ENTRY), ("vbr", 6), ("blob", 0)]
+_HASH_ABBREV: Abbrev = [("lit", MST_CODE_HASH), ("array", 0), ("fixed", 32)]
 # The blocks that hold MODULE_STRTAB: a shard's one MODULE_BLOCK.
 _STRTAB_WANT = Want(enter=frozenset({MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID}))
 
 
 class _Writer:
     """Bits, least significant first, as a bitstream packs them. Whole 64-bit words leave the
-    accumulator as they fill: one int grown bit by bit made writing a long MODULE_STRTAB
-    quadratic (35 ms a shard of a 401-module link, the remote client's largest cost).
-    `bits` is what the accumulator holds, so aligning it to 32 aligns the stream."""
+    accumulator as they fill (one int grown bit by bit would make a long block quadratic);
+    `out` always holds whole 32-bit words, so aligning `bits` to 32 aligns the stream."""
 
     def __init__(self) -> None:
         self.out = bytearray()
@@ -754,9 +756,35 @@ class _Writer:
             value >>= n - 1
         self.fixed(value, n)
 
-    def data(self) -> bytes:
+    def align32(self) -> None:
+        """Pad to a 32-bit boundary, and move what the accumulator holds to `out`."""
         self.bits = (self.bits + 31) & ~31
-        return bytes(self.out) + self.value.to_bytes(self.bits // 8, "little")
+        self.out += self.value.to_bytes(self.bits // 8, "little")
+        self.value = self.bits = 0
+
+    def blob(self, data: bytes) -> None:
+        """A blob operand: its length, then its bytes between 32-bit boundaries."""
+        self.vbr(len(data), 6)
+        self.align32()
+        self.out += data + bytes(-len(data) % 4)
+
+    def abbrev(self, ops: Abbrev, width: int) -> None:
+        """DEFINE_ABBREV of these operands, in a block whose abbreviation ids are `width` bits."""
+        self.fixed(2, width)
+        self.vbr(len(ops), 5)
+        for kind, value in ops:
+            if kind == "lit":
+                self.fixed(1, 1)
+                self.vbr(value, 8)
+                continue
+            self.fixed(0, 1)
+            self.fixed({"fixed": 1, "vbr": 2, "array": 3, "char6": 4, "blob": 5}[kind], 3)
+            if kind in ("fixed", "vbr"):
+                self.vbr(value, 5)
+
+    def data(self) -> bytes:
+        self.align32()
+        return bytes(self.out)
 
 
 # Each top-level block's presence, no more (a module's length word jumps over it).
@@ -821,9 +849,28 @@ class Strtab:
             raise BadBitcode("no MODULE_STRTAB block")
         block = strtab.block
         w = _Writer()
+        # A path as a blob and a hash as 32-bit fields, through abbreviations of the block's own
+        # (LLVM's reader gives a record that takes no blob its bytes as fields): field by field,
+        # a 401-module link's shard took the remote client 25 ms. Ids 4 and 5 need 3 bits.
+        abbreviated = block.width >= 3
+        if abbreviated:
+            w.abbrev(_ENTRY_ABBREV, block.width)
+            w.abbrev(_HASH_ABBREV, block.width)
         for values in self.records:
             if _is_entry(values):
-                values = [*values[:2], *rename(_module_path(values)).encode("utf-8", "surrogateescape")]
+                path = rename(_module_path(values)).encode("utf-8", "surrogateescape")
+                if abbreviated:
+                    w.fixed(4, block.width)
+                    w.vbr(values[1], 6)
+                    w.blob(path)
+                    continue
+                values = [*values[:2], *path]
+            elif abbreviated and values[0] == MST_CODE_HASH and all(v >> 32 == 0 for v in values[1:]):
+                w.fixed(5, block.width)
+                w.vbr(len(values) - 1, 6)
+                for v in values[1:]:
+                    w.fixed(v, 32)
+                continue
             w.fixed(3, block.width)  # UNABBREV_RECORD
             w.vbr(values[0], 6)
             w.vbr(len(values) - 1, 6)
