@@ -850,8 +850,9 @@ class Strtab:
         block = strtab.block
         w = _Writer()
         # A path as a blob and a hash as 32-bit fields, through abbreviations of the block's own
-        # (LLVM's reader gives a record that takes no blob its bytes as fields): field by field,
-        # a 401-module link's shard took the remote client 25 ms. Ids 4 and 5 need 3 bits.
+        # (LLVM's reader gives a record that takes no blob its bytes as fields): unabbreviated,
+        # every character would be a VBR6 field written bit by bit here, and a shard names
+        # every module its backend reads. Abbreviation ids 4 and 5 need 3 bits.
         abbreviated = block.width >= 3
         if abbreviated:
             w.abbrev(_ENTRY_ABBREV, block.width)
