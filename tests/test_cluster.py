@@ -69,7 +69,7 @@ def test_sixteen_replay_workers_run_every_job_of_a_30_module_link_once(project, 
     assert {b["source"] for b in remote["backends"]} == {"remote"}, [b for b in remote["backends"]
                                                                     if b["source"] != "remote"]
     assert remote["remote_executed"] == 30 and remote["backend_compiles"] == 0
-    # The jobs go out as their keys are made, a few at a time (executor.ASK_AT_ONCE): the first
+    # The jobs go out as their keys are made, a few at a time (remoteside.ASK_AT_ONCE): the first
     # before the last key, not after every key and every lookup.
     last_key = next(end for name, _, end in remote["spans"] if name == "keys and cache lookups")
     assert min(b["start"] for b in remote["backends"]) < last_key

@@ -77,6 +77,26 @@ def test_each_subpackage_is_listed_in_one_piece():
     assert len(runs) == len(set(runs)), f"a subpackage's modules are listed apart: {runs}"
 
 
+# What a reader of local backend compiles reads (docs/layout.md, jobs/): the remote side's state
+# is jobs/remoteside.py's alone.
+LOCAL_SIDE = ["ltowrap.jobs.prepare", "ltowrap.jobs.local", "ltowrap.jobs.store"]
+
+
+def test_the_local_side_imports_nothing_of_the_remote_side():
+    """Not remoteside.py, and of remote/ at most, for type checkers, the session that
+    prepare.Resources carries (the run's settings, no job's state)."""
+    allowed = {"ltowrap.jobs.prepare": {"ltowrap.remote.session"}}
+    found = {name: sorted(t for t in imports_of(name) - allowed.get(name, set())
+                          if t.startswith("ltowrap.remote") or t == "ltowrap.jobs.remoteside") for name in LOCAL_SIDE}
+    assert found == {name: [] for name in LOCAL_SIDE}
+
+
+def test_the_executor_is_its_loop():
+    """jobs/executor.py is the loop between the sides: what it gains beyond 400 lines belongs
+    in prepare.py, local.py, store.py or remoteside.py."""
+    assert len(MODULES["ltowrap.jobs.executor"].read_text().splitlines()) < 400
+
+
 def test_subpackages_import_nothing_on_their_own():
     """A subpackage's __init__.py is empty, so a restored link that passes through one (its
     import budget is tests/test_linkmemo.py's) pays nothing for the layout. remote/ is the

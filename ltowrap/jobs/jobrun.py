@@ -24,7 +24,8 @@ from ..config import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .executor import BackendCommand, Executor
+    from .executor import Executor
+    from .prepare import BackendCommand
 
 
 class Terminated(BaseException):
@@ -97,7 +98,8 @@ class JobRun:
         # Imported here: a link the memo restores runs no backend and needs none of it (tens of ms).
         from .. import progress, remote
         from . import slots
-        from .executor import Executor, Resources
+        from .executor import Executor
+        from .prepare import Resources
 
         s = self.settings
         identity = self.compiler_identity(clang)

@@ -4,8 +4,8 @@ The executor's queue (longest first) feeds whichever side frees first: a local s
 the workers, free when no job sent is waiting in the server's queue (Session.room). Once
 the queue is empty, a free local slot races the job sent last that is still out (a
 straggler): the first result wins and the other is cancelled. This module keeps the jobs
-out on the workers and hears of their answers; the executor starts and stops the local
-compiles and takes the objects.
+out on the workers and hears of their answers; jobs/remoteside.py decides what to send
+and race, and the executor starts and stops the local compiles and takes the objects.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 if TYPE_CHECKING:
     from .session import Execution, Reply, Session, Work
 
-S = TypeVar("S")  # the executor's record of a job (executor.JobState), carried through untouched
+S = TypeVar("S")  # the executor's record of a job (jobs/prepare.JobState), carried through untouched
 
 
 class Wake:

@@ -5,7 +5,7 @@ remote_mode = cache: a job it lacks is compiled locally and its result published
 (UpdateActionResult), for every other machine.
 remote_mode = execute: for the jobs it lacks, upload the inputs the CAS lacks (each
 shared module once), then Execute the jobs the executor sends through execute.Workers
-(executor.py decides which: the local slots compile the others at the same time).
+(jobs/remoteside.py decides which: the local slots compile the others at the same time).
 
 Never worse than local: a job the service cannot serve (unreachable, too slow, a failed
 action, an output that is missing, empty or not an object) is compiled locally and

@@ -1,0 +1,171 @@
+"""The compiles running here: each started in a slot, watched through its pidfd, its result checked.
+
+A result counts only if clang exited 0, the object is non-empty, clang did not print "Error
+running ThinLTO backend" (it can exit 0 after one: LLVM issue 75441; backend.unusable), and
+every side output the job asks for (split DWARF, optimization records) was written.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .. import fsutil, proc
+from ..locks import POLL
+from ..stages import backend
+from .prepare import JobState
+from .slots import Gate, Ticket
+
+
+@dataclass
+class Running:
+    """A backend compile running here."""
+
+    child: proc.Child
+    state: JobState
+    start: float
+    ticket: Ticket
+    lane: int = 0
+
+
+def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int]) -> Running:
+    """Start the job's compile in this slot (its shard written first, if it is not there); the
+    slot is given back if it cannot start."""
+    job = state.job
+    shard_path = job.shard_path
+    try:
+        if not os.path.exists(shard_path):
+            os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
+            with open(shard_path, "wb") as f:
+                f.write(job.shard)
+        child = proc.spawn(state.argv, output=job.output + ".log", watch=True,
+                           keep_fds=gate.inherit(ticket), sigmask=sigmask)
+    except BaseException:
+        gate.give(ticket)
+        raise
+    return Running(child, state, time.time(), ticket)
+
+
+@dataclass
+class LocalSide:
+    """The backend compiles running here: at most `jobs` at once, each in a slot of `gate`."""
+
+    gate: Gate
+    jobs: int
+    running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
+
+    def take(self) -> Ticket | None:
+        """A slot, if this run has room for one more compile and the gate gives one."""
+        return self.gate.take() if len(self.running) < self.jobs else None
+
+    def start(self, state: JobState, ticket: Ticket) -> None:
+        """Start the job's compile in this slot, in the first lane free."""
+        with stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
+            child = spawn(state, self.gate, ticket, mask)
+            lanes = {r.lane for r in self.running.values()}
+            child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
+            self.running[child.child.pidfd] = child
+
+    def start_if_free(self, state: JobState) -> bool:
+        """Start the job's compile if a slot is free."""
+        ticket = self.take()
+        if ticket is None:
+            return False
+        self.start(state, ticket)
+        return True
+
+    def of(self, state: JobState) -> Running | None:
+        """The job's compile here, while it runs."""
+        return next((r for r in self.running.values() if r.state is state), None)
+
+    def unkeyed(self) -> Running | None:
+        """A compile that started before its key was made, while it runs."""
+        return next((r for r in self.running.values() if not r.state.keyed), None)
+
+    def stop(self, child: Running) -> None:
+        """Stop a compile whose object came from elsewhere (a hit after all, a worker's): killed
+        and reaped, so it writes no more, and its slot given back."""
+        del self.running[child.child.pidfd]
+        child.child.kill(signal.SIGTERM)
+        self.gate.give(child.ticket)
+
+    def wait(self, for_slot: bool, others: list[int], timeouts: list[float | None], busy: bool) -> list[Running]:
+        """Wait for a child to end, for a slot (if there is room for one), or for one of `others`
+        to be readable, as long as the shortest of `timeouts` (None: no limit) or not at all
+        (busy: only look); returns the children that ended, taken out of `running`."""
+        fds = list(self.running)
+        timeouts = list(timeouts)
+        if for_slot and len(self.running) < self.jobs:
+            fds += self.gate.fds()
+            timeouts.append(self.gate.timeout)
+        fds += others
+        timeout = 0 if busy else min((t for t in timeouts if t is not None), default=None)
+        ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
+        return [self.running.pop(fd) for fd in ready if fd in self.running]
+
+    def ended(self, child: Running) -> tuple[Running, int, float]:
+        """A child ended (no longer in `running`): its exit code and end, its slot given back."""
+        rc = child.child.wait()
+        end = time.time()
+        self.gate.give(child.ticket)
+        return child, rc, end
+
+    def close(self) -> None:
+        """Stop every compile still running."""
+        for child in self.running.values():
+            child.child.kill(signal.SIGTERM)
+            self.gate.give(child.ticket)
+        self.running.clear()
+
+
+@dataclass
+class Result:
+    """What a compile that ended left: its object, what it printed (as clang printed it), its
+    side outputs by kind, and why it does not count ('' if it does)."""
+
+    obj: bytes
+    out: str
+    sides: dict[str, bytes]
+    why: str
+
+
+def result(state: JobState, rc: int) -> Result:
+    """What the job's compile left, once it exited with `rc`: its log, object and side outputs, read back."""
+    job = state.job
+    with open(job.output + ".log", "rb") as f:
+        out = f.read().decode("utf-8", "replace")
+    try:
+        with open(job.output, "rb") as f:
+            obj = f.read()
+    except OSError:
+        obj = b""
+    why = backend.unusable(rc, obj, out)
+    sides: dict[str, bytes] = {}
+    for kind, _ in job.side_outputs() if not why else ():
+        try:
+            sides[kind] = fsutil.read_bytes(backend.side_output(job.output, kind))
+        except OSError:
+            why = f"wrote no .{kind}"
+    return Result(obj, out, sides, why)
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[set[int]]:
+    """Hold SIGINT and SIGTERM back for the body (they raise in the middle of it otherwise);
+    yields the mask from before, for the children started in it."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield before
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
