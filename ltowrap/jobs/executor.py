@@ -20,7 +20,6 @@ What the run knows of each job, from its key to its outcome, is one prepare.JobS
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ from .remoteside import RemoteSide
 from .store import Store
 
 if TYPE_CHECKING:
+    from ..cachekey import ModuleDigests
     from ..remote.session import Served
 
 
@@ -61,7 +61,7 @@ class Outcome:
 class Executor:
     backend: BackendCommand
     res: Resources
-    digest_of: Callable[[str], str]  # a module path in a shard -> digest of its bytes
+    digest_of: ModuleDigests  # a module path in a shard -> digest of its bytes, and the module's facts
     outcomes: list[Outcome] = field(default_factory=list)
     states: dict[str, JobState] = field(default_factory=dict)  # job output -> what the run knows of the job
     prep: Preparer = field(init=False)  # options and keys

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from ..config import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..cachekey import ModuleDigests
     from .executor import Executor
     from .prepare import BackendCommand
 
@@ -92,7 +93,7 @@ class JobRun:
             fsutil.remove_tree(root)
 
     @contextmanager
-    def executor(self, backend: BackendCommand, clang: str, digest_of: Callable[[str], str], name: str,
+    def executor(self, backend: BackendCommand, clang: str, digest_of: ModuleDigests, name: str,
                  total: int) -> Iterator[Executor]:
         """An executor for `total` backend jobs of the output `name`; its outcomes go into the log record."""
         # Imported here: a link the memo restores runs no backend and needs none of it (tens of ms).

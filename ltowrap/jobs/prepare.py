@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,6 +21,7 @@ from ..stages.plan import Module
 from .slots import Gate, Local
 
 if TYPE_CHECKING:
+    from ..cachekey import ModuleDigests
     from ..remote.session import Session
 
 
@@ -103,10 +103,9 @@ class Preparer:
 
     backend: BackendCommand
     res: Resources
-    digest_of: Callable[[str], str]  # a module path in a shard -> digest of its bytes
+    digest_of: ModuleDigests  # a module path in a shard -> digest of its bytes, and the module's facts
     unkeyed: int = 0  # jobs whose key is still to make
     span: tuple[float, float] | None = None  # from the first job's key to the last one's
-    module_reads: sideinputs.ModuleReads | None = None
     _rejects: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # recorded options -> those rejected
 
     @property
@@ -116,12 +115,9 @@ class Preparer:
     def side_inputs(self, job: Job, argv: list[str]) -> sideinputs.SideInputs:
         """What the compile reads besides its module, shard and imports: what its options name,
         what the inline assembly of its module and of every module it imports reads."""
-        if self.module_reads is None:
-            self.module_reads = sideinputs.ModuleReads(self.cache)
         side = sideinputs.of_argv(argv)
         for path in (job.module.path, *job.imports):
-            digest = job.module.digest if path == job.module.path else self.digest_of(path)
-            side |= self.module_reads(path, digest)
+            side |= sideinputs.of_module(path, self.digest_of.facts)
         return side
 
     def key(self, state: JobState, argv: list[str]) -> tuple[str | None, list[str] | None]:
@@ -179,13 +175,9 @@ class Preparer:
         in-process ThinLTO would not apply either. Asked only of a module another release
         wrote (a compile of this release took them), once per option list and clang (c/)."""
         release = toolchain.release(cachekey.compiler_version(self.res.compiler))
-        from ..formats.bitcode import BadBitcode
-        from ..formats.irmodule import producer
-        from ..magic import read_head
-
         try:
-            made_by = producer(read_head(state.job.module.path, 4096))
-        except BadBitcode:
+            made_by = self.digest_of.facts(state.job.module.path).producer
+        except OSError:
             made_by = ""
         if made_by.startswith("LLVM") and toolchain.release(made_by, "LLVM") == release:
             return options

@@ -29,8 +29,9 @@ from .. import cachekey
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..cache import Cache
-    from ..formats.irmodule import ModuleAsm
+    from collections.abc import Callable
+
+    from ..formats.modulefacts import Facts
 
 NATIVE = "=native"
 EXTERNAL_ASSEMBLER = ("-fno-integrated-as", "-no-integrated-as")
@@ -58,8 +59,14 @@ class SideInputs:
         return out
 
     def __or__(self, other: SideInputs) -> SideInputs:
+        if not other:
+            return self
         return SideInputs(tuple(dict.fromkeys(self.files + other.files)), self.host or other.host,
                           self.unknown or other.unknown)
+
+
+# What a module without inline assembly adds.
+NONE = SideInputs()
 
 
 def of_argv(argv: list[str]) -> SideInputs:
@@ -95,59 +102,24 @@ def host_cpu() -> str:
     return cachekey.digest_bytes("\n".join(lines).encode())
 
 
-class ModuleReads:
-    """What the inline assembly of modules reads (asmreads.py). A module's assembly texts are
-    read from its bitcode once per version (memoised by its digest here and, with a cache, in
-    it: c/); which files they read is worked out from them on every use, since an `.include`d
-    file can name others."""
-
-    VERSION = "inline asm 1"
-
-    def __init__(self, cache: Cache | None = None) -> None:
-        self.cache = cache
-        self.known: dict[str, ModuleAsm | str] = {}
-
-    def __call__(self, path: str, digest: str) -> SideInputs:
-        from ..formats import asmreads
-
-        if digest not in self.known:
-            self.known[digest] = self._asm(path, digest)
-        asm = self.known[digest]
-        if isinstance(asm, str):
-            return SideInputs(unknown=asm)
-        if not asm.module and not asm.templates:
-            return SideInputs()
-        found = asmreads.reads(asm, _text)
-        return SideInputs(found.files, unknown=found.unknown)
-
-    def _asm(self, path: str, digest: str) -> ModuleAsm | str:
-        """The module's assembly texts, or why they cannot be read."""
-        from ..cache import TOOLCHAINS
-        from ..formats.irmodule import ModuleAsm
-
-        def read(kept: str | list) -> ModuleAsm | str:
-            return kept if isinstance(kept, str) else ModuleAsm(tuple(kept[0]), tuple(kept[1]), bool(kept[2]))
-
-        key = cachekey.digest_bytes(f"{self.VERSION}\0{cachekey.FORMAT_VERSION}\0{digest}".encode())
-        known = self.cache.get_data(TOOLCHAINS, key, read) if self.cache is not None else None
-        if isinstance(known, (ModuleAsm, str)):  # else a miss
-            return known
-        found = _read_asm(path)
-        if self.cache is not None:
-            kept = found if isinstance(found, str) else (found.module, found.templates, found.directive_symbols)
-            self.cache.put_data(TOOLCHAINS, key, kept)
-        return found
-
-
-def _read_asm(path: str) -> ModuleAsm | str:
-    from ..formats import irmodule
-    from ..formats.bitcode import BadBitcode
-    from ..fsutil import read_bytes
+def of_module(path: str, facts: Callable[[str], Facts]) -> SideInputs:
+    """What the inline assembly of a module makes its backend read (asmreads.py). The assembly
+    texts are read from its bitcode once per module version (cachekey.ModuleDigests.facts);
+    which files they read is worked out from them on every use, since an `.include`d file
+    can name others."""
+    from ..formats import asmreads
 
     try:
-        return irmodule.inline_asm(read_bytes(path))
-    except (BadBitcode, OSError) as e:
-        return f"cannot read the inline assembly of {path}: {e}"
+        found = facts(path)
+    except OSError as e:
+        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {e.strerror}")
+    if found.problem:
+        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {found.problem}")
+    asm = found.asm
+    if not asm.module and not asm.templates:
+        return NONE
+    reads = asmreads.reads(asm, _text)
+    return SideInputs(reads.files, unknown=reads.unknown)
 
 
 def _text(path: str) -> str | None:
