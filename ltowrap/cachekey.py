@@ -114,6 +114,11 @@ def module_facts_key(digest: str) -> str:
     return digest_bytes(f"module facts\0{FORMAT_VERSION}\0{modulefacts.FORMAT}\0{digest}".encode())
 
 
+def rejected_options_key(compiler: str, options: Iterable[str]) -> str:
+    """The c/ key of which of a module's recorded options this clang rejects (toolchain.rejected_options)."""
+    return digest_bytes("\0".join(["clang rejects", compiler, *options]).encode())
+
+
 def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None) -> ModuleDigests:
     """A memoised path -> digest of the file's bytes, seeded with digests already known;
     module interfaces also kept in `cache`."""

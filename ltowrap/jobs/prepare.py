@@ -193,7 +193,7 @@ class Preparer:
         if options not in self._rejects:
             from ..cache import TOOLCHAINS
 
-            key = cachekey.digest_bytes("\0".join(["clang rejects", self.res.compiler, *options]).encode())
+            key = cachekey.rejected_options_key(self.res.compiler, options)
             found = self.res.cache.get_data(TOOLCHAINS, key, lambda data: [str(o) for o in data])
             if found is None:
                 clang = self.backend.argv(*PLACEHOLDERS, [])[0]
