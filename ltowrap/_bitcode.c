@@ -42,14 +42,19 @@ typedef struct {
     size_t n, cap;
 } bc_u64s;
 
-static int bc_reserve(bc_u64s *a, size_t more) {
+/* Room for `more` words; a count from the stream is a uint64_t, which may not fit a size_t. */
+static int bc_reserve(bc_u64s *a, uint64_t more64) {
+    if (more64 > SIZE_MAX)
+        return BC_NOMEM;
+    size_t more = (size_t)more64;
+    const size_t limit = SIZE_MAX / sizeof(uint64_t);
     if (more <= a->cap - a->n)
         return BC_OK;
-    if (more > (SIZE_MAX / sizeof(uint64_t)) / 2 - a->n)
+    if (more > limit - a->n)
         return BC_NOMEM;
-    size_t cap = a->cap ? a->cap : 64;
-    while (cap - a->n < more)
-        cap *= 2;
+    size_t need = a->n + more, cap = a->cap ? a->cap : 64;
+    while (cap < need)
+        cap = cap > limit / 2 ? limit : 2 * cap;
     uint64_t *v = realloc(a->v, cap * sizeof(uint64_t));
     if (!v)
         return BC_NOMEM;
@@ -399,7 +404,7 @@ static int bc_run(bc_ctx *c, bc_cursor *r, uint64_t n, int kind, uint64_t width)
     uint64_t w = width ? width : 1;
     if (r->pos > r->end || n > (r->end - r->pos) / w) /* as LLVM's isSizePlausible */
         BAD("read past the end");
-    CHECK(bc_reserve(c->out, (size_t)n));
+    CHECK(bc_reserve(c->out, n));
     uint64_t *v = c->out->v + c->out->n;
     if (kind == OP_FIXED) {
         uint64_t mask = ((uint64_t)1 << width) - 1;
@@ -526,7 +531,7 @@ static int bc_record(bc_ctx *c, bc_cursor *r, const bc_op *ops, size_t nops, int
             bc_align32(r);
             if (r->pos > r->end || n > (r->end - r->pos) / 8)
                 BAD("read past the end");
-            CHECK(bc_reserve(c->out, (size_t)n));
+            CHECK(bc_reserve(c->out, n));
             const uint8_t *p = c->data + (r->pos >> 3);
             uint64_t *v = c->out->v + c->out->n;
             for (uint64_t k = 0; k < n; k++)
@@ -1020,6 +1025,9 @@ static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
                 }
                 PyList_SET_ITEM(rec, (Py_ssize_t)k, x);
             }
+            /* A record holds ints only, so it is in no cycle: left out of the collector's
+               walks, which a tree of many thousand records otherwise repeats. */
+            PyObject_GC_UnTrack(rec);
             int rc = PyList_Append(stack[sp], rec);
             Py_DECREF(rec);
             if (rc < 0)
