@@ -337,16 +337,22 @@ static inline int bc_fixed(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
 }
 
 /* Reader.vbr, 2 <= n <= 32: no chunk starts at bit 64 or above, and the value is below 2**64. */
-static int bc_vbr(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
+static int bc_vbr_chunks(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     uint64_t hi = (uint64_t)1 << (n - 1), value = 0, chunk;
     unsigned shift = 0;
-    if (bc_has(r, n)) { /* most values are one chunk */
-        chunk = bc_peek(c, r->pos) & ((hi << 1) - 1);
-        if (!(chunk & hi)) {
-            r->pos += n;
-            *out = chunk;
-            return BC_OK;
+    if (bc_has(r, 57)) { /* a value within one window: below bit 57, nothing to check */
+        uint64_t window = bc_peek(c, r->pos);
+        for (unsigned used = 0; used + n <= 57; used += n, shift += n - 1) {
+            chunk = (window >> used) & ((hi << 1) - 1);
+            value |= (chunk & (hi - 1)) << shift;
+            if (!(chunk & hi)) {
+                r->pos += used + n;
+                *out = value;
+                return BC_OK;
+            }
         }
+        value = 0;
+        shift = 0;
     }
     for (;;) {
         CHECK(bc_fixed(c, r, n, &chunk));
@@ -362,6 +368,19 @@ static int bc_vbr(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     }
     *out = value;
     return BC_OK;
+}
+
+/* Most values are one chunk: read here, the others by bc_vbr_chunks. */
+static inline int bc_vbr(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
+    if (bc_has(r, n)) {
+        uint64_t hi = (uint64_t)1 << (n - 1), chunk = bc_peek(c, r->pos) & ((hi << 1) - 1);
+        if (!(chunk & hi)) {
+            r->pos += n;
+            *out = chunk;
+            return BC_OK;
+        }
+    }
+    return bc_vbr_chunks(c, r, n, out);
 }
 
 /* Reader.skip_vbr: count vbr fields of this width passed over, their chunks counted and
@@ -414,8 +433,27 @@ static int bc_run(bc_ctx *c, bc_cursor *r, uint64_t n, int kind, uint64_t width)
             v[i] = char6 ? (uint64_t)(unsigned char)BC_CHAR6[x] : x;
         }
     } else {
-        for (uint64_t i = 0; i < n; i++)
-            CHECK(bc_vbr(c, r, (unsigned)width, &v[i]));
+        /* One-chunk values cut from one 57-bit window while they last, any other read alone. */
+        unsigned wd = (unsigned)width;
+        uint64_t hi = (uint64_t)1 << (wd - 1), mask = (hi << 1) - 1, i = 0;
+        while (i < n) {
+            if (bc_has(r, 57)) {
+                uint64_t window = bc_peek(c, r->pos);
+                unsigned used = 0;
+                while (i < n && used + wd <= 57) {
+                    uint64_t chunk = (window >> used) & mask;
+                    if (chunk & hi)
+                        break;
+                    v[i++] = chunk;
+                    used += wd;
+                }
+                r->pos += used;
+                if (i == n || used + wd > 57)
+                    continue;
+            }
+            CHECK(bc_vbr(c, r, wd, &v[i]));
+            i++;
+        }
     }
     c->out->n += (size_t)n;
     return BC_OK;
@@ -1001,8 +1039,20 @@ static PyObject *bc_call(PyObject *type, PyObject *const *args, size_t n) {
     return PyObject_Vectorcall(type, args, n, NULL);
 }
 
+/* Ints below BC_INTS made once a tree: a module's records repeat type and value ids. */
+#define BC_INTS 1024
+
+static inline PyObject *bc_int(PyObject **ints, uint64_t x) {
+    if (x >= BC_INTS)
+        return PyLong_FromUnsignedLongLong(x);
+    if (!ints[x] && !(ints[x] = PyLong_FromUnsignedLongLong(x)))
+        return NULL;
+    Py_INCREF(ints[x]);
+    return ints[x];
+}
+
 /* The events as Nodes: the root's items, each block a Node(bid, items, Block(...)). */
-static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
+static PyObject *bc_tree_with(const bc_u64s *out, PyObject *Node, PyObject *Block, PyObject **ints) {
     PyObject *root_items = PyList_New(0);
     if (!root_items)
         return NULL;
@@ -1018,7 +1068,7 @@ static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
             if (!rec)
                 goto fail;
             for (size_t k = 0; k < n; k++) {
-                PyObject *x = PyLong_FromUnsignedLongLong(out->v[i + 1 + k]);
+                PyObject *x = bc_int(ints, out->v[i + 1 + k]);
                 if (!x) {
                     Py_DECREF(rec);
                     goto fail;
@@ -1080,6 +1130,17 @@ static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
 fail:
     Py_DECREF(root_items);
     return NULL;
+}
+
+static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
+    PyObject **ints = calloc(BC_INTS, sizeof(PyObject *));
+    if (!ints)
+        return PyErr_NoMemory();
+    PyObject *tree = bc_tree_with(out, Node, Block, ints);
+    for (size_t i = 0; i < BC_INTS; i++)
+        Py_XDECREF(ints[i]);
+    free(ints);
+    return tree;
 }
 
 static PyObject *bc_py_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
