@@ -267,6 +267,8 @@ typedef struct {
     size_t nops, capops;
     bc_abbrev *abbrevs;
     size_t nabbrevs, capabbrevs;
+    bc_filter *filters; /* one for each of want->keys */
+    bc_filter all;      /* for a block no key names */
     const char *error;
 } bc_ctx;
 
@@ -688,8 +690,7 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
     }
     /* BLOCKINFO is read whole whatever the Want says: the other blocks need what it defines. */
     const bc_key *key = is_info ? NULL : bc_key_of(c->want, is_top, bid);
-    bc_filter filter;
-    bc_filter_init(&filter, key);
+    const bc_filter *filter = key ? &c->filters[key - c->want->keys] : &c->all;
     int has_limit = key && key->has_first;
     uint64_t limit = key ? key->first : 0;
     int has_setbid = 0;
@@ -765,7 +766,7 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
             TRY(bc_vbr(c, r, 6, &rec_code));
             TRY(bc_vbr(c, r, 6, &n));
             TRY(bc_push(c->out, rec_code));
-            if (bc_wanted(&filter, rec_code))
+            if (bc_wanted(filter, rec_code))
                 TRY(bc_run(c, r, n, OP_VBR, 6));
             else
                 TRY(bc_skip_vbr(c, r, n, 6));
@@ -774,12 +775,12 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
                 FAIL("undefined abbreviation");
             const bc_abbrev *a = &c->abbrevs[abbrevs.v[code - 4]];
             const bc_op *ops = c->ops + a->first;
-            if (ops[0].kind == OP_LIT && !bc_wanted(&filter, ops[0].value)) {
+            if (ops[0].kind == OP_LIT && !bc_wanted(filter, ops[0].value)) {
                 TRY(bc_push(c->out, ops[0].value));
                 TRY(bc_skip(c, r, ops, a->n));
             } else {
                 TRY(bc_record(c, r, ops, a->n, c->want->blobs));
-                if (!bc_wanted(&filter, c->out->v[at + 1]))
+                if (!bc_wanted(filter, c->out->v[at + 1]))
                     c->out->n = at + 2;
             }
         }
@@ -815,10 +816,17 @@ static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s
         *error = "stream too large";
         return BC_BAD;
     }
+    ctx.filters = calloc(want->nkeys ? want->nkeys : 1, sizeof(bc_filter));
+    if (!ctx.filters)
+        return BC_NOMEM;
+    for (size_t i = 0; i < want->nkeys; i++)
+        bc_filter_init(&ctx.filters[i], &want->keys[i]);
+    bc_filter_init(&ctx.all, NULL);
     bc_cursor r = {32, (uint64_t)len * 8};
     bc_scope scope = {0};
     e = bc_block(&ctx, &r, 2, 1, 0, &scope, 0, 1);
     bc_scope_free(&scope);
+    free(ctx.filters);
     free(ctx.ops);
     free(ctx.abbrevs);
     *error = ctx.error;
