@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #define BC_MAX_WIDTH 32 /* bitcode.MAX_WIDTH */
@@ -270,6 +271,7 @@ typedef struct {
     bc_filter *filters; /* one for each of want->keys */
     bc_filter all;      /* for a block no key names */
     const char *error;
+    char message[80]; /* error, when it has a number in it (as bitcode.py's messages) */
 } bc_ctx;
 
 /* A reader's cursor: bit positions in the stream, pos possibly past end after an alignment
@@ -293,6 +295,12 @@ typedef struct {
     do {                         \
         c->error = (msg);        \
         return BC_BAD;           \
+    } while (0)
+#define BADF(...)                                                   \
+    do {                                                            \
+        snprintf(c->message, sizeof c->message, __VA_ARGS__);       \
+        c->error = c->message;                                      \
+        return BC_BAD;                                              \
     } while (0)
 #define CHECK(x)                 \
     do {                         \
@@ -482,7 +490,7 @@ static int bc_define_abbrev(bc_ctx *c, bc_cursor *r, uint64_t *id) {
                     op.kind = OP_LIT;
                     op.value = 0;
                 } else if (width > BC_MAX_WIDTH || (enc == 2 && width < 2)) {
-                    BAD(enc == 1 ? "a fixed field wider than 32 bits" : "a vbr field of 1 or more than 32 bits");
+                    BADF("a %s%llu field", enc == 1 ? "fixed" : "vbr", (unsigned long long)width);
                 } else {
                     op.kind = enc == 1 ? OP_FIXED : OP_VBR;
                     op.value = width;
@@ -491,7 +499,7 @@ static int bc_define_abbrev(bc_ctx *c, bc_cursor *r, uint64_t *id) {
                 op.kind = enc == 3 ? OP_ARRAY : enc == 4 ? OP_CHAR6 : OP_BLOB;
                 op.value = 0;
             } else {
-                BAD("bad abbreviation encoding");
+                BADF("bad abbreviation encoding %llu", (unsigned long long)enc);
             }
         }
         if (c->nops == c->capops) {
@@ -662,7 +670,7 @@ static int bc_enter_block(bc_ctx *c, bc_cursor *r, bc_block_at *b) {
     CHECK(bc_vbr(c, r, 8, &b->bid));
     CHECK(bc_vbr(c, r, 4, &b->width));
     if (b->width > BC_MAX_WIDTH)
-        BAD("abbreviation ids wider than 32 bits");
+        BADF("abbreviation ids of %llu bits", (unsigned long long)b->width);
     bc_align32(r);
     b->length_at = r->pos;
     CHECK(bc_fixed(c, r, 32, &words));
@@ -771,8 +779,10 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
             else
                 TRY(bc_skip_vbr(c, r, n, 6));
         } else {
-            if (code - 4 >= abbrevs.n)
-                FAIL("undefined abbreviation");
+            if (code - 4 >= abbrevs.n) {
+                snprintf(c->message, sizeof c->message, "undefined abbreviation %llu", (unsigned long long)code);
+                FAIL(c->message);
+            }
             const bc_abbrev *a = &c->abbrevs[abbrevs.v[code - 4]];
             const bc_op *ops = c->ops + a->first;
             if (ops[0].kind == OP_LIT && !bc_wanted(filter, ops[0].value)) {
@@ -804,16 +814,18 @@ done:
 
 /* The core's entry: the stream (a bitcode file's bitstream, from its magic on) read as
    `want` says into `out` (events, see BC_TAG_*). BC_OK, BC_BAD with *error set, or
-   BC_NOMEM. `out` is the caller's to free, whatever the answer. */
-static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s *out, const char **error) {
+   BC_NOMEM; for BC_BAD, why in `error`. `out` is the caller's to free, whatever the answer. */
+static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s *out, char *error,
+                   size_t error_size) {
     bc_ctx ctx = {0};
     ctx.data = data;
     ctx.len = len;
     ctx.want = want;
     ctx.out = out;
     int e;
+    error[0] = 0;
     if (len > (UINT64_MAX >> 8)) {
-        *error = "stream too large";
+        snprintf(error, error_size, "stream too large");
         return BC_BAD;
     }
     ctx.filters = calloc(want->nkeys ? want->nkeys : 1, sizeof(bc_filter));
@@ -829,7 +841,8 @@ static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s
     free(ctx.filters);
     free(ctx.ops);
     free(ctx.abbrevs);
-    *error = ctx.error;
+    if (e == BC_BAD)
+        snprintf(error, error_size, "%s", ctx.error ? ctx.error : "bad bitcode");
     return e;
 }
 
@@ -1168,16 +1181,16 @@ static PyObject *bc_py_read(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     bc_u64s out = {0};
-    const char *error = NULL;
+    char error[96];
     int e;
     Py_BEGIN_ALLOW_THREADS
-    e = bc_read(view.buf, (size_t)view.len, &w.want, &out, &error);
+    e = bc_read(view.buf, (size_t)view.len, &w.want, &out, error, sizeof error);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (e == BC_OK)
         result = bc_tree(&out, args[2], args[3]);
     else if (e == BC_BAD)
-        PyErr_SetString(args[4], error ? error : "bad bitcode");
+        PyErr_SetString(args[4], error);
     else
         PyErr_NoMemory();
     free(out.v);

@@ -88,11 +88,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     want.keys = keys;
     want.nkeys = keys[1].bid == keys[0].bid && !keys[0].is_top ? 1 : 2;
     bc_u64s out = {0};
-    const char *error = NULL;
-    int e = bc_read(data + 4, size - 4, &want, &out, &error);
+    char error[96];
+    int e = bc_read(data + 4, size - 4, &want, &out, error, sizeof error);
     if (e == BC_OK)
         check_events(&out);
-    else if (e == BC_BAD && !error)
+    else if (e == BC_BAD && !error[0])
         abort();
     free(out.v);
     return 0;
