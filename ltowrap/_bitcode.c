@@ -1056,8 +1056,89 @@ static int bc_want_of(bc_py_want *w, PyObject *want) {
     return w->want.blobs < 0 ? -1 : 0;
 }
 
-static PyObject *bc_call(PyObject *type, PyObject *const *args, size_t n) {
-    return PyObject_Vectorcall(type, args, n, NULL);
+/* How Nodes and Blocks are made. Calling a dataclass runs its __init__ in Python, most of the
+   time of a read that keeps many small blocks (irmodule._ASM keeps each function's first
+   entries): when calling the class is seen to do no more than set the fields on an instance
+   object.__new__ makes, in order, the instance is made that way instead. */
+typedef struct {
+    PyObject *cls;
+    const char *const *fields;
+    int n;
+    int direct;
+    PyObject *names[8]; /* the fields, as str: made by bc_maker_check, freed by bc_maker_free */
+} bc_maker;
+
+static void bc_maker_free(bc_maker *m) {
+    for (int i = 0; i < m->n; i++)
+        Py_CLEAR(m->names[i]);
+}
+
+static PyObject *bc_make_direct(const bc_maker *m, PyObject *const *args) {
+    PyTypeObject *t = (PyTypeObject *)m->cls;
+    PyObject *empty = PyTuple_New(0);
+    if (!empty)
+        return NULL;
+    PyObject *obj = t->tp_new(t, empty, NULL);
+    Py_DECREF(empty);
+    if (!obj)
+        return NULL;
+    for (int i = 0; i < m->n; i++) {
+        if (PyObject_GenericSetAttr(obj, m->names[i], args[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
+/* Whether m->cls may be made directly: an instance made so equals, field for field and in its
+   __dict__, one the class makes of the same arguments. */
+static int bc_maker_check(bc_maker *m) {
+    m->direct = 0;
+    if (!PyType_Check(m->cls) || ((PyTypeObject *)m->cls)->tp_new != PyBaseObject_Type.tp_new)
+        return 0;
+    PyObject *args[8] = {NULL}, *called = NULL, *made = NULL, *a = NULL, *b = NULL;
+    int n = 0, rc = -1;
+    for (int i = 0; i < m->n; i++)
+        if (!(m->names[i] = PyUnicode_InternFromString(m->fields[i])))
+            goto out;
+    for (; n < m->n; n++)
+        if (!(args[n] = PyLong_FromLong(1000 + n)))
+            goto out;
+    if (!(called = PyObject_Vectorcall(m->cls, args, (size_t)m->n, NULL)))
+        goto out;
+    if (!(made = bc_make_direct(m, args)))
+        goto out;
+    a = PyObject_GenericGetDict(called, NULL);
+    b = a ? PyObject_GenericGetDict(made, NULL) : NULL;
+    if (!b)
+        goto out;
+    PyObject *ka = PyDict_Keys(a), *kb = ka ? PyDict_Keys(b) : NULL;
+    int same = kb ? PyObject_RichCompareBool(ka, kb, Py_EQ) : -1;
+    Py_XDECREF(ka);
+    Py_XDECREF(kb);
+    if (same == 1)
+        same = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (same == 1)
+        same = Py_TYPE(called) == Py_TYPE(made) && PyObject_RichCompareBool(called, made, Py_EQ) == 1;
+    if (same < 0)
+        goto out;
+    m->direct = same;
+    rc = 0;
+out:
+    for (int i = 0; i < n; i++)
+        Py_DECREF(args[i]);
+    Py_XDECREF(called);
+    Py_XDECREF(made);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (rc < 0)
+        PyErr_Clear(); /* no direct way then: the class is called */
+    return 0;
+}
+
+static PyObject *bc_make(const bc_maker *m, PyObject *const *args) {
+    return m->direct ? bc_make_direct(m, args) : PyObject_Vectorcall(m->cls, args, (size_t)m->n, NULL);
 }
 
 /* Ints below BC_INTS made once a tree: a module's records repeat type and value ids. */
@@ -1073,7 +1154,7 @@ static inline PyObject *bc_int(PyObject **ints, uint64_t x) {
 }
 
 /* The events as Nodes: the root's items, each block a Node(bid, items, Block(...)). */
-static PyObject *bc_tree_with(const bc_u64s *out, PyObject *Node, PyObject *Block, PyObject **ints) {
+static PyObject *bc_tree_with(const bc_u64s *out, const bc_maker *Node, const bc_maker *Block, PyObject **ints) {
     PyObject *root_items = PyList_New(0);
     if (!root_items)
         return NULL;
@@ -1112,12 +1193,12 @@ static PyObject *bc_tree_with(const bc_u64s *out, PyObject *Node, PyObject *Bloc
                         Py_DECREF(f[j]);
                     goto fail;
                 }
-            PyObject *block = bc_call(Block, f, 5);
+            PyObject *block = bc_make(Block, f);
             PyObject *items = block ? PyList_New(0) : NULL;
             PyObject *node = NULL;
             if (items) {
                 PyObject *args[3] = {f[0], items, block};
-                node = bc_call(Node, args, 3);
+                node = bc_make(Node, args);
             }
             for (int k = 0; k < 5; k++)
                 Py_DECREF(f[k]);
@@ -1144,7 +1225,7 @@ static PyObject *bc_tree_with(const bc_u64s *out, PyObject *Node, PyObject *Bloc
     if (!top)
         goto fail;
     PyObject *args[3] = {top, root_items, Py_None};
-    PyObject *root = bc_call(Node, args, 3);
+    PyObject *root = bc_make(Node, args);
     Py_DECREF(top);
     Py_DECREF(root_items);
     return root;
@@ -1153,11 +1234,29 @@ fail:
     return NULL;
 }
 
+static const char *const bc_node_fields[] = {"bid", "items", "block"};
+static const char *const bc_block_fields[] = {"bid", "width", "length_at", "start", "end"};
+
 static PyObject *bc_tree(const bc_u64s *out, PyObject *Node, PyObject *Block) {
+    bc_maker node = {Node, bc_node_fields, 3, 0, {NULL}}, block = {Block, bc_block_fields, 5, 0, {NULL}};
+    /* Checked once a tree of more than a few blocks: a small read calls the classes. */
+    size_t blocks = 0;
+    for (size_t i = 0; i < out->n && blocks < 8; i += (out->v[i] & 3) == BC_TAG_RECORD ? 1 + (size_t)(out->v[i] >> 2)
+                                                   : (out->v[i] & 3) == BC_TAG_BEGIN ? 6 : 1)
+        blocks += (out->v[i] & 3) == BC_TAG_BEGIN;
+    if (blocks >= 8) {
+        bc_maker_check(&node);
+        bc_maker_check(&block);
+    }
     PyObject **ints = calloc(BC_INTS, sizeof(PyObject *));
-    if (!ints)
+    if (!ints) {
+        bc_maker_free(&node);
+        bc_maker_free(&block);
         return PyErr_NoMemory();
-    PyObject *tree = bc_tree_with(out, Node, Block, ints);
+    }
+    PyObject *tree = bc_tree_with(out, &node, &block, ints);
+    bc_maker_free(&node);
+    bc_maker_free(&block);
     for (size_t i = 0; i < BC_INTS; i++)
         Py_XDECREF(ints[i]);
     free(ints);
