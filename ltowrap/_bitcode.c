@@ -34,6 +34,11 @@ enum { BC_OK = 0, BC_BAD = 1, BC_NOMEM = 2 };
 
 enum { OP_LIT, OP_FIXED, OP_VBR, OP_ARRAY, OP_CHAR6, OP_BLOB };
 
+/* bitcode.OVER_BUDGET: a stream's records may go through at most twice as many abbreviation
+   operands as it has bits (an abbreviation of many literals would otherwise turn a small
+   stream into billions of fields). */
+#define BC_OVER_BUDGET "records through more abbreviation operands than the stream has bits for"
+
 static const char BC_CHAR6[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._";
 
 /* --- growable arrays ---------------------------------------------------------------------------- */
@@ -270,6 +275,7 @@ typedef struct {
     size_t nabbrevs, capabbrevs;
     bc_filter *filters; /* one for each of want->keys */
     bc_filter all;      /* for a block no key names */
+    uint64_t budget;    /* the abbreviation operands records may still go through (bitcode.operand_budget) */
     const char *error;
     char message[80]; /* error, when it has a number in it (as bitcode.py's messages) */
 } bc_ctx;
@@ -771,6 +777,9 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
         TRY(bc_push(c->out, 0));
         if (code == 3) { /* UNABBREV_RECORD: code, count, fields, all VBR6 */
             uint64_t rec_code, n;
+            if (c->budget < 2)
+                FAIL(BC_OVER_BUDGET);
+            c->budget -= 2;
             TRY(bc_vbr(c, r, 6, &rec_code));
             TRY(bc_vbr(c, r, 6, &n));
             TRY(bc_push(c->out, rec_code));
@@ -784,6 +793,9 @@ static int bc_block(bc_ctx *c, bc_cursor *r, unsigned width, int is_top, uint64_
                 FAIL(c->message);
             }
             const bc_abbrev *a = &c->abbrevs[abbrevs.v[code - 4]];
+            if (c->budget < a->n)
+                FAIL(BC_OVER_BUDGET);
+            c->budget -= a->n;
             const bc_op *ops = c->ops + a->first;
             if (ops[0].kind == OP_LIT && !bc_wanted(filter, ops[0].value)) {
                 TRY(bc_push(c->out, ops[0].value));
@@ -828,6 +840,7 @@ static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s
         snprintf(error, error_size, "stream too large");
         return BC_BAD;
     }
+    ctx.budget = 16 * (uint64_t)len + 64; /* twice the stream's bits, and a little */
     ctx.filters = calloc(want->nkeys ? want->nkeys : 1, sizeof(bc_filter));
     if (!ctx.filters)
         return BC_NOMEM;

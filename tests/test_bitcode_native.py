@@ -446,3 +446,17 @@ def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     assert f"Done {FUZZ_RUNS} runs" in done.stderr
+
+
+def test_a_few_bytes_of_literals_cannot_make_billions_of_fields():
+    """An abbreviation of many literal operands makes each record of a few bits yield as many
+    fields: both readers stop at bitcode.operand_budget (twice the stream's bits), and refuse
+    alike, where a stream of kilobytes could otherwise make billions of fields."""
+    lits = [("lit", 7)] * 2000
+    many = stream(block(MODULE, define(*lits), *[abbreviated(4, lambda w: None)] * 3000))
+    assert len(many) < 4096
+    for want in (Want(), Want(only={MODULE: frozenset()})):  # decoded, or passed over
+        assert both(many, want) == "BadBitcode"
+        assert outcome(read_python, many, want) == f"BadBitcode: {bitcode.OVER_BUDGET}"
+    few = stream(block(MODULE, define(*lits[:20]), *[abbreviated(4, lambda w: None)] * 10))
+    assert items(both(few), 0) == [[7] * 20] * 10

@@ -502,6 +502,7 @@ def enter_block(r: Reader) -> Block:
 
 # The top level's id in Want's maps and as the root Node's bid.
 TOP_LEVEL = -1
+OVER_BUDGET = "records through more abbreviation operands than the stream has bits for"
 # Blocks nested deeper than this are refused: LLVM writes four levels at most, and a hostile
 # stream must not exhaust the stack of either reader.
 MAX_DEPTH = 64
@@ -599,12 +600,27 @@ def read(stream: bytes, want: Want = Want()) -> Node:
 def read_python(stream: bytes, want: Want = Want()) -> Node:
     """read(), in Python: the reference the compiled reader is held to."""
     root = Node(TOP_LEVEL)
-    _read_block(Reader(stream, 32), 2, root, {}, want, 0)
+    _read_block(Reader(stream, 32), 2, root, {}, want, 0, _Budget(operand_budget(len(stream))))
     return root
 
 
+def operand_budget(size: int) -> int:
+    """How many abbreviation operands the records of a stream of `size` bytes may go through:
+    twice its bits, and a little. An abbreviation of many literal operands makes a record of
+    a few bits yield as many fields, which a stream of kilobytes could repeat into billions
+    (in either reader); a record of LLVM's takes at least a bit an operand."""
+    return 16 * size + 64
+
+
+@dataclass
+class _Budget:
+    """The operands a read may still go through (operand_budget)."""
+
+    left: int
+
+
 def _read_block(r: Reader, width: int, node: Node, blockinfo: dict[int, list[Abbrev]], want: Want,
-                depth: int) -> None:
+                depth: int, budget: _Budget) -> None:
     """Read a block's contents (the top level's, for the root) into `node`, up to its END_BLOCK.
     `blockinfo`, block id -> abbreviations, is what BLOCKINFO blocks define; one read here
     adds to it."""
@@ -633,7 +649,7 @@ def _read_block(r: Reader, width: int, node: Node, blockinfo: dict[int, list[Abb
                 scope = {k: list(v) for k, v in blockinfo.items()} \
                     if bid == TOP_LEVEL and sub.bid == MODULE_BLOCK_ID else blockinfo
                 child = Node(sub.bid, [], sub)
-                _read_block(Reader(r.data, sub.start, sub.end), sub.width, child, scope, want, depth + 1)
+                _read_block(Reader(r.data, sub.start, sub.end), sub.width, child, scope, want, depth + 1, budget)
                 if want.enters(sub.bid):
                     node.items.append(child)
             r.pos = sub.end
@@ -649,6 +665,9 @@ def _read_block(r: Reader, width: int, node: Node, blockinfo: dict[int, list[Abb
             continue
         entries += 1
         if code == 3:  # UNABBREV_RECORD: code, count, fields, all VBR6
+            budget.left -= 2
+            if budget.left < 0:
+                raise BadBitcode(OVER_BUDGET)
             rec_code, n = r.vbr(6), r.vbr(6)
             if wanted(rec_code):
                 values = [rec_code, *r.run(n, "vbr", 6)]
@@ -659,6 +678,9 @@ def _read_block(r: Reader, width: int, node: Node, blockinfo: dict[int, list[Abb
             if code - 4 >= len(abbrevs):
                 raise BadBitcode(f"undefined abbreviation {code}")
             abbrev = abbrevs[code - 4]
+            budget.left -= len(abbrev)
+            if budget.left < 0:
+                raise BadBitcode(OVER_BUDGET)
             if abbrev[0][0] == "lit" and not wanted(abbrev[0][1]):
                 r.skip(abbrev)
                 values = [abbrev[0][1]]
