@@ -41,7 +41,9 @@ def source(tmp_path_factory) -> Path:
     try:
         return kernel.tree(tmp_path_factory.mktemp("kernel") / "linux")
     except debsrc.SourceError as e:
-        missing(f"Debian's linux {kernel.VERSION} source ({str(e).splitlines()[0]})", "a deb-src entry and network")
+        said = str(e).strip().splitlines()  # the command, and apt's last word on why (E: ... 404 Not Found)
+        why = said[0] if len(said) == 1 else f"{said[0]} {said[-1]}"
+        missing(f"Debian's linux {kernel.VERSION} source ({why})", "a deb-src entry and network")
 
 
 def test_vmlinux_o_is_distributed_and_objtool_and_the_final_link_pass(source, tmp_path):
