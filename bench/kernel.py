@@ -61,7 +61,7 @@ def shim_env(base: dict[str, str], cache: Path, sections: str) -> dict[str, str]
 def vmlinux_o_record(log: Path) -> dict:
     """The last record of vmlinux.o's link; it must be distributed, every module through a backend."""
     found = [r for r in (json.loads(x) for x in log.read_text().splitlines())
-             if "vmlinux.o" in r["argv"] and "-r" in r["argv"]]
+             if kernel.is_vmlinux_o_link(r["argv"])]
     if not found:
         raise RuntimeError(f"{log}: no vmlinux.o link")
     r = found[-1]

@@ -79,3 +79,8 @@ def vmlinux_o_link(build: Path) -> list[str]:
     text = (build / ".vmlinux.o.cmd").read_text().splitlines()[0]
     line = text.split(":=", 1)[1].split(";", 1)[0]
     return line.split()
+
+
+def is_vmlinux_o_link(argv: list[str]) -> bool:
+    """Is this linker command line vmlinux.o's link (the final link of vmlinux reads vmlinux.o)?"""
+    return "-r" in argv and any(a == "-o" and b == "vmlinux.o" for a, b in zip(argv, argv[1:]))
