@@ -80,7 +80,7 @@ def stages(record: dict, make_start: float, make_end: float) -> dict[str, float]
     for name, start, end in record.get("spans", []):
         phases[name] = phases.get(name, 0.0) + end - start
     return {"front end": record["start"] - make_start, "thin-link": phases.get("thin-link", 0.0),
-            "backends": phases.get("backends", 0.0), "final link": phases.get("final-link", 0.0),
+            "backends": phases.get("backends", 0.0), "final link": phases.get("final link", 0.0),
             "vmlinux.o link": record["end"] - record["start"], "after": make_end - record["end"]}
 
 
