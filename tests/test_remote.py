@@ -21,9 +21,9 @@ import pytest
 from helpers import (Toolchain, compile_lto, link_all, links_of, ltowrap_env, machine, many_modules, prepared, run,
                      stats_json, toolchain_line, wait_until, wrapper, write)
 from needs import require_module
-from reapi_engines import engine_cache_server, engine_exec_server, worker_prefix
-from reapi_server import (SecureServer, cache_server, exec_server, free_port, make_jwt,
-                          secure_cache_server)
+from reapi_engines import (engine_cache_server, engine_exec_server, engine_exec_server_runs,
+                           engine_secure_cache_server, engine_unsteady_cache_server, worker_prefix)
+from reapi_server import SecureServer, cache_server, exec_server, free_port
 
 grpc = require_module("grpc")
 
@@ -41,9 +41,10 @@ def cache_url(engine, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
-    """A cache server behind TLS (self-signed certificate) that wants a JWT bearer token."""
-    with secure_cache_server(tmp_path_factory.mktemp("bgd-tls")) as server:
+def secure_cache(engine, tmp_path_factory) -> SecureServer:
+    """A cache server of each engine in turn behind TLS (self-signed certificate) that wants a
+    JWT bearer token."""
+    with engine_secure_cache_server(engine, tmp_path_factory.mktemp(f"{engine}-tls")) as server:
         yield server
 
 
@@ -214,7 +215,7 @@ def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cac
     expected = prepared(project, tc22)
     extra = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca)}
     if token == "wrong-secret":  # well formed, unexpired, right audience: signed with another key
-        extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {make_jwt('0' * 64)}"
+        extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {secure_cache.wrong_token}"
     builds_locally(project, machine(tmp_path, "a", tc22, secure_cache.url, **extra), expected, "UNAUTHENTICATED")
 
 
@@ -442,14 +443,17 @@ def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid
         client.close()
 
 
-def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, buildgrid):
-    """One request at a time on the server: both machines are refused often, and still every
-    backend is published by the first and served to the second."""
-    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, engine):
+    """A server that says "not now" often (one request at a time on BuildGrid, connections
+    dropped every half second on Buildbarn): both machines are refused or cut off, and still
+    every backend is published by the first and served to the second."""
+    with engine_unsteady_cache_server(engine, tmp_path / engine) as url:
         b = two_machines(project, tmp_path, tc22, url)
     records = links_of(tmp_path / "a.log") + links_of(tmp_path / "b.log")
     assert counters(b)["remote_retries"] == sum(r.get("remote_retries", 0) for r in links_of(tmp_path / "b.log"))
     assert all("remote_down" not in r for r in records)
+    if engine == "buildbarn":  # the relay cuts each link's first connection by its bytes: each link retried
+        assert all(r.get("remote_retries", 0) > 0 for r in records), records
 
 
 @pytest.mark.slow
@@ -528,18 +532,18 @@ def worker_runs(server, workers: int) -> int:
 
 
 @pytest.mark.slow
-def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, buildgrid):
+def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, engine):
     """execute mode with the local slots on (the default): each job is made once, by one side,
     the split is in the link's log line and in the stats, and the binary is a local build's."""
     objects = many_modules(project, tc22, 24)
     local = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "local"))
     link_all(project, local, objects, "prog-local")
-    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
+    with engine_exec_server_runs(engine, tmp_path / engine, toolchain_line(tc22)) as server:
         # One local slot and two executions in flight: both sides have work to take.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
                       LTOWRAP_REMOTE_JOBS="2")
         done = link_all(project, env, objects, "prog")
-        ran = worker_runs(server, 2)
+        ran = server.runs()
     assert "ltowrap:" not in done.stderr
     assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()
     assert run([str(project / "prog")], project).stdout == run([str(project / "prog-local")], project).stdout
@@ -557,7 +561,7 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
     # A worker ran each of its jobs once; a run beyond those can only be a straggler the
     # local side raced and won while the worker finished it anyway (its answer unused).
     lost_races = sum(1 for b in here if b.get("raced"))
-    assert m <= ran <= m + lost_races, (ran, m, lost_races)
+    assert ran is None or m <= ran <= m + lost_races, (ran, m, lost_races)
     c = counters(env)
     assert c["remote_local"] == n and c["remote_executed"] == m and c["backend_misses"] == n
     assert c["remote_errors"] == 0 and c["backend_failures"] == 0
