@@ -526,11 +526,6 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         assert server.worker_log(0).count(" done: status=0 exit=0") == 1
 
 
-def worker_runs(server, workers: int) -> int:
-    """Actions the test workers ran to the end, successfully."""
-    return sum(server.worker_log(i).count(" done: status=0 exit=0") for i in range(workers))
-
-
 @pytest.mark.slow
 def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, engine):
     """execute mode with the local slots on (the default): each job is made once, by one side,
@@ -571,23 +566,29 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
 
 
 @pytest.mark.slow
-def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(project, tmp_path, tc22, buildgrid):
-    """The one worker stalls: once the queue is empty the local slot runs the job it holds too,
-    the local object is used, and the remote operation is dropped (the worker is told)."""
+def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(project, tmp_path, tc22, engine):
+    """The workers' compiler stalls: once the queue is empty the local slot runs the job it
+    holds too, the local object is used, and the remote operation is dropped."""
     objects = many_modules(project, tc22, 3)
-    with exec_server(tmp_path / "bgd", workers=0, toolchains=[toolchain_line(tc22)]) as server:
-        server.start_worker(stall=120)  # far longer than the local compiles: only a race ends the link sooner
+    pids = tmp_path / "stalled.pids"
+    stall = write(tmp_path / "stall", f"#!/bin/sh\necho $$ >> {pids}\nexec /bin/sleep 300\n")
+    stall.chmod(0o755)  # far longer than the local compiles: only a race ends the link sooner
+    with engine_exec_server_runs(engine, tmp_path / engine, toolchain_line(tc22)) as server:
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
-                      LTOWRAP_REMOTE_JOBS="1")
+                      LTOWRAP_REMOTE_JOBS="1", LTOWRAP_REMOTE_COMPILER=str(stall))
         done = link_all(project, env, objects, "prog")
         record = links_of(tmp_path / "a.log")[-1]
         raced = [b for b in record["backends"] if b.get("raced")]
         assert len(raced) == 1 and raced[0]["source"] == "compiled", record["backends"]
         assert record["remote_raced"] == 1 and record["remote_local"] == len(objects)
         assert record.get("remote_executed", 0) == 0
-        # The worker hears of the cancel at its next heartbeat.
-        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), 120, "the worker's lease revoked")
-        assert worker_runs(server, 1) == 0
+        if engine == "buildgrid":
+            # Its worker hears of the cancel at its next heartbeat and kills the compile.
+            # Buildbarn's does a minute after the link left, when its scheduler drops an
+            # operation no one waits for (docs/remote.md): not waited for here.
+            wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids.read_text().split()), 120,
+                       "the stalled compile killed")
+        assert server.runs() in (0, None)
     assert "ltowrap:" not in done.stderr
     c = counters(env)
     assert c["remote_raced"] == 1 and c["remote_local"] == len(objects) and c["remote_executed"] == 0
