@@ -320,10 +320,10 @@ def test_large_blobs_go_through_bytestream(cache_url):
 
 
 @pytest.mark.slow
-def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
+def test_remote_timeout_compiles_locally(project, tmp_path, tc22, engine):
     """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
     expected = prepared(project, tc22)
-    with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
+    with engine_exec_server_runs(engine, tmp_path / engine, "another clang") as server:
         # The toolchain is a platform property here because the user lists it.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
                       LTOWRAP_REMOTE_LOCAL="0",
