@@ -1,7 +1,8 @@
-"""Backend compiles through a real REAPI service (BuildGrid on loopback): its cache, its workers.
+"""Backend compiles through a real REAPI service on loopback: its cache, its workers.
 
 Two cache directories stand for two machines. The server is BuildGrid 0.9.1 in its own
-Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
+Python 3.13 venv (reapi_server.py; its workers are tests/reapi_worker.py) and, for the tests
+that take the `engine` fixture, Buildbarn too (buildbarn_server.py, reapi_engines.py).
 """
 
 from __future__ import annotations
