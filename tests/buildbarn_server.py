@@ -6,6 +6,7 @@ filled in through environment variables (Buildbarn hands its environment to Json
 
     bb_bin_or_missing()                          # or a skip (locally) / failure (CI=true)
     with bb_cache_server(tmp_path) as url: ...   # "grpc://127.0.0.1:PORT": bb_storage alone
+    with bb_secure_cache_server(tmp_path) as srv: ...   # the same behind TLS and ES256 bearer tokens
     with bb_exec_server(tmp_path) as srv:        # all four; srv.url is bb_storage's
         srv.url, srv.instance
 
@@ -28,7 +29,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reapi_server import STARTUP_TIMEOUT_S, _log_tail, _wait_for, free_port, stop_process
+from reapi_server import (JWT_AUDIENCE, STARTUP_TIMEOUT_S, SecureServer, _b64url, _log_tail, _wait_for, free_port,
+                          make_self_signed_cert, stop_process)
 
 REPO = Path(__file__).resolve().parent.parent
 BB_BIN = REPO / ".buildbarn" / "bin"
@@ -79,7 +81,8 @@ def _env(state: Path, **values: str) -> dict[str, str]:
     of ours than PATH (a stray variable would be a variable of the configuration too)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BB_DIR": str(state), "BB_SCHEDULER": "",
            "BB_SCHEDULER_CLIENTS": "", "BB_SCHEDULER_WORKERS": "", "BB_RUNNER": "", "BB_CONCURRENCY": "1",
-           "BB_PLATFORM": "[]", "BB_WORKER_NAME": WORKER_NAME}
+           "BB_PLATFORM": "[]", "BB_WORKER_NAME": WORKER_NAME, "BB_TLS_CERT": "", "BB_TLS_KEY": "",
+           "BB_JWKS": "", "BB_JWT_AUDIENCE": ""}
     env.update(values)
     return env
 
@@ -93,6 +96,71 @@ def bb_cache_server(tmp_path: Path) -> Iterator[str]:
     env = _env(tmp_path, BB_STORAGE=f"127.0.0.1:{port}")
     with _bb_process("bb-storage", "bb_storage", "storage.jsonnet", env, tmp_path, port):
         yield f"grpc://127.0.0.1:{port}"
+
+
+def _openssl(*args: str, data: bytes = b"") -> bytes:
+    done = subprocess.run(["openssl", *args], input=data, capture_output=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"openssl {args[0]} failed ({done.returncode}):\n{done.stderr[-2000:]!r}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class ES256Key:
+    """A P-256 key pair for JSON Web Tokens (Buildbarn validates tokens by public keys only:
+    its key sets take no shared HMAC secret). The openssl tool signs."""
+
+    key: Path
+
+    @staticmethod
+    def make(path: Path) -> ES256Key:
+        path.write_bytes(_openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout"))
+        path.chmod(0o600)
+        return ES256Key(path)
+
+    def jwk(self) -> dict[str, str]:
+        # The DER public key ends with the uncompressed point: 0x04, X, Y (32 bytes each).
+        point = _openssl("ec", "-in", str(self.key), "-pubout", "-outform", "DER")[-65:]
+        return {"kty": "EC", "crv": "P-256", "x": _b64url(point[1:33]), "y": _b64url(point[33:]), "alg": "ES256"}
+
+    def token(self, audience: str = JWT_AUDIENCE, lifetime_s: int = 3600) -> str:
+        now = int(time.time())
+        parts = ({"alg": "ES256", "typ": "JWT"}, {"sub": "ltowrap-test", "aud": audience, "iat": now,
+                                                   "exp": now + lifetime_s})
+        signing_input = ".".join(_b64url(json.dumps(p, separators=(",", ":")).encode()) for p in parts)
+        der = _openssl("dgst", "-sha256", "-sign", str(self.key), data=signing_input.encode("ascii"))
+        return f"{signing_input}.{_b64url(_der_signature_to_jose(der))}"
+
+
+def _der_signature_to_jose(der: bytes) -> bytes:
+    """ECDSA's DER SEQUENCE { INTEGER r, INTEGER s } as JWS wants it: r and s, 32 bytes each."""
+    assert der[0] == 0x30
+    i = 2 if der[1] < 0x80 else 2 + (der[1] & 0x7F)
+    out = b""
+    for _ in range(2):
+        assert der[i] == 0x02
+        n = der[i + 1]
+        out += der[i + 2:i + 2 + n].lstrip(b"\0").rjust(32, b"\0")
+        i += 2 + n
+    return out
+
+
+@contextmanager
+def bb_secure_cache_server(tmp_path: Path) -> Iterator[SecureServer]:
+    """bb_cache_server behind TLS (a self-signed certificate for 127.0.0.1) and JWT bearer auth
+    (ES256, audience JWT_AUDIENCE); wrong_token is signed by a key the server does not know."""
+    bb_bin_or_missing()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    tls_key, cert = make_self_signed_cert(tmp_path)
+    signer, stranger = ES256Key.make(tmp_path / "jwt.key"), ES256Key.make(tmp_path / "other-jwt.key")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [signer.jwk()]}))
+    port = free_port()
+    env = _env(tmp_path, BB_STORAGE=f"127.0.0.1:{port}", BB_TLS_CERT=str(cert), BB_TLS_KEY=str(tls_key),
+               BB_JWKS=str(jwks), BB_JWT_AUDIENCE=JWT_AUDIENCE)
+    with _bb_process("bb-storage", "bb_storage", "storage.jsonnet", env, tmp_path, port):
+        yield SecureServer(url=f"grpcs://127.0.0.1:{port}", ca=cert, token=signer.token(),
+                           wrong_token=stranger.token())
 
 
 @dataclass(frozen=True)

@@ -451,6 +451,7 @@ class SecureServer:
     url: str  # grpcs://127.0.0.1:PORT
     ca: Path  # PEM the client should trust: the server's self-signed certificate
     token: str  # a bearer token the server accepts for an hour
+    wrong_token: str  # well formed, unexpired, right audience: signed with another key
 
 
 def make_self_signed_cert(directory: Path, days: int = 1) -> tuple[Path, Path]:
@@ -494,7 +495,8 @@ def secure_cache_server(tmp_path: Path, instance: str = "") -> Iterator[SecureSe
     secret_file.chmod(0o600)
     security = ServerSecurity(tls_key=key, tls_cert=cert, jwt_secret_file=secret_file, jwt_audience=JWT_AUDIENCE)
     with _bgd_server(python, lambda port: cache_config(port, instance, security), tmp_path, "bgd-cache-tls") as port:
-        yield SecureServer(url=f"grpcs://127.0.0.1:{port}", ca=cert, token=make_jwt(secret))
+        yield SecureServer(url=f"grpcs://127.0.0.1:{port}", ca=cert, token=make_jwt(secret),
+                           wrong_token=make_jwt("0" * 64))
 
 
 @dataclass

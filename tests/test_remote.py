@@ -1,7 +1,8 @@
-"""Backend compiles through a real REAPI service (BuildGrid on loopback): its cache, its workers.
+"""Backend compiles through a real REAPI service on loopback: its cache, its workers.
 
 Two cache directories stand for two machines. The server is BuildGrid 0.9.1 in its own
-Python 3.13 venv (reapi_server.py); the workers are tests/reapi_worker.py.
+Python 3.13 venv (reapi_server.py; its workers are tests/reapi_worker.py) and, for the tests
+that take the `engine` fixture, Buildbarn too (buildbarn_server.py, reapi_engines.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import pytest
 from helpers import (Toolchain, compile_lto, link_all, links_of, ltowrap_env, machine, many_modules, prepared, run,
                      stats_json, toolchain_line, wait_until, wrapper, write)
 from needs import require_module
-from reapi_engines import engine_cache_server, engine_exec_server, worker_prefix
-from reapi_server import (SecureServer, cache_server, exec_server, free_port, make_jwt,
-                          secure_cache_server)
+from reapi_engines import (engine_cache_server, engine_exec_server, engine_exec_server_runs,
+                           engine_secure_cache_server, engine_unsteady_cache_server, worker_prefix)
+from reapi_server import SecureServer, cache_server, exec_server, free_port
 
 grpc = require_module("grpc")
 
@@ -41,9 +42,10 @@ def cache_url(engine, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def secure_cache(buildgrid, tmp_path_factory) -> SecureServer:
-    """A cache server behind TLS (self-signed certificate) that wants a JWT bearer token."""
-    with secure_cache_server(tmp_path_factory.mktemp("bgd-tls")) as server:
+def secure_cache(engine, tmp_path_factory) -> SecureServer:
+    """A cache server of each engine in turn behind TLS (self-signed certificate) that wants a
+    JWT bearer token."""
+    with engine_secure_cache_server(engine, tmp_path_factory.mktemp(f"{engine}-tls")) as server:
         yield server
 
 
@@ -214,7 +216,7 @@ def test_missing_or_bad_token_builds_locally(project, tmp_path, tc22, secure_cac
     expected = prepared(project, tc22)
     extra = {"LTOWRAP_REMOTE_TLS_CA": str(secure_cache.ca)}
     if token == "wrong-secret":  # well formed, unexpired, right audience: signed with another key
-        extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {make_jwt('0' * 64)}"
+        extra["LTOWRAP_REMOTE_HEADER"] = f"authorization: Bearer {secure_cache.wrong_token}"
     builds_locally(project, machine(tmp_path, "a", tc22, secure_cache.url, **extra), expected, "UNAUTHENTICATED")
 
 
@@ -319,10 +321,10 @@ def test_large_blobs_go_through_bytestream(cache_url):
 
 
 @pytest.mark.slow
-def test_remote_timeout_compiles_locally(project, tmp_path, tc22, buildgrid):
+def test_remote_timeout_compiles_locally(project, tmp_path, tc22, engine):
     """A job no worker can take (its toolchain is advertised nowhere) times out and runs here."""
     expected = prepared(project, tc22)
-    with exec_server(tmp_path / "bgd", workers=1, toolchains=["another clang"]) as server:
+    with engine_exec_server_runs(engine, tmp_path / engine, "another clang") as server:
         # The toolchain is a platform property here because the user lists it.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_EXEC_TIMEOUT="2",
                       LTOWRAP_REMOTE_LOCAL="0",
@@ -442,14 +444,17 @@ def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid
         client.close()
 
 
-def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, buildgrid):
-    """One request at a time on the server: both machines are refused often, and still every
-    backend is published by the first and served to the second."""
-    with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
+def test_busy_server_second_machine_gets_every_backend(project, tmp_path, tc22, engine):
+    """A server that says "not now" often (one request at a time on BuildGrid, connections
+    dropped every half second on Buildbarn): both machines are refused or cut off, and still
+    every backend is published by the first and served to the second."""
+    with engine_unsteady_cache_server(engine, tmp_path / engine) as url:
         b = two_machines(project, tmp_path, tc22, url)
     records = links_of(tmp_path / "a.log") + links_of(tmp_path / "b.log")
     assert counters(b)["remote_retries"] == sum(r.get("remote_retries", 0) for r in links_of(tmp_path / "b.log"))
     assert all("remote_down" not in r for r in records)
+    if engine == "buildbarn":  # the relay cuts each link's first connection by its bytes: each link retried
+        assert all(r.get("remote_retries", 0) > 0 for r in records), records
 
 
 @pytest.mark.slow
@@ -522,24 +527,19 @@ def test_doctor_runs_a_probe_action_with_the_configured_platform(tmp_path, tc22,
         assert server.worker_log(0).count(" done: status=0 exit=0") == 1
 
 
-def worker_runs(server, workers: int) -> int:
-    """Actions the test workers ran to the end, successfully."""
-    return sum(server.worker_log(i).count(" done: status=0 exit=0") for i in range(workers))
-
-
 @pytest.mark.slow
-def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, buildgrid):
+def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(project, tmp_path, tc22, engine):
     """execute mode with the local slots on (the default): each job is made once, by one side,
     the split is in the link's log line and in the stats, and the binary is a local build's."""
     objects = many_modules(project, tc22, 24)
     local = ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "local"))
     link_all(project, local, objects, "prog-local")
-    with exec_server(tmp_path / "bgd", workers=2, toolchains=[toolchain_line(tc22)]) as server:
+    with engine_exec_server_runs(engine, tmp_path / engine, toolchain_line(tc22)) as server:
         # One local slot and two executions in flight: both sides have work to take.
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
                       LTOWRAP_REMOTE_JOBS="2")
         done = link_all(project, env, objects, "prog")
-        ran = worker_runs(server, 2)
+        ran = server.runs()
     assert "ltowrap:" not in done.stderr
     assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()
     assert run([str(project / "prog")], project).stdout == run([str(project / "prog-local")], project).stdout
@@ -557,7 +557,7 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
     # A worker ran each of its jobs once; a run beyond those can only be a straggler the
     # local side raced and won while the worker finished it anyway (its answer unused).
     lost_races = sum(1 for b in here if b.get("raced"))
-    assert m <= ran <= m + lost_races, (ran, m, lost_races)
+    assert ran is None or m <= ran <= m + lost_races, (ran, m, lost_races)
     c = counters(env)
     assert c["remote_local"] == n and c["remote_executed"] == m and c["backend_misses"] == n
     assert c["remote_errors"] == 0 and c["backend_failures"] == 0
@@ -567,23 +567,29 @@ def test_hybrid_execute_mode_splits_the_jobs_between_local_slots_and_workers(pro
 
 
 @pytest.mark.slow
-def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(project, tmp_path, tc22, buildgrid):
-    """The one worker stalls: once the queue is empty the local slot runs the job it holds too,
-    the local object is used, and the remote operation is dropped (the worker is told)."""
+def test_hybrid_races_a_straggler_first_result_wins_the_other_is_cancelled(project, tmp_path, tc22, engine):
+    """The workers' compiler stalls: once the queue is empty the local slot runs the job it
+    holds too, the local object is used, and the remote operation is dropped."""
     objects = many_modules(project, tc22, 3)
-    with exec_server(tmp_path / "bgd", workers=0, toolchains=[toolchain_line(tc22)]) as server:
-        server.start_worker(stall=120)  # far longer than the local compiles: only a race ends the link sooner
+    pids = tmp_path / "stalled.pids"
+    stall = write(tmp_path / "stall", f"#!/bin/sh\necho $$ >> {pids}\nexec /bin/sleep 300\n")
+    stall.chmod(0o755)  # far longer than the local compiles: only a race ends the link sooner
+    with engine_exec_server_runs(engine, tmp_path / engine, toolchain_line(tc22)) as server:
         env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_JOBS="1",
-                      LTOWRAP_REMOTE_JOBS="1")
+                      LTOWRAP_REMOTE_JOBS="1", LTOWRAP_REMOTE_COMPILER=str(stall))
         done = link_all(project, env, objects, "prog")
         record = links_of(tmp_path / "a.log")[-1]
         raced = [b for b in record["backends"] if b.get("raced")]
         assert len(raced) == 1 and raced[0]["source"] == "compiled", record["backends"]
         assert record["remote_raced"] == 1 and record["remote_local"] == len(objects)
         assert record.get("remote_executed", 0) == 0
-        # The worker hears of the cancel at its next heartbeat.
-        wait_until(lambda: " revoked; cancelling" in server.worker_log(0), 120, "the worker's lease revoked")
-        assert worker_runs(server, 1) == 0
+        if engine == "buildgrid":
+            # Its worker hears of the cancel at its next heartbeat and kills the compile.
+            # Buildbarn's does a minute after the link left, when its scheduler drops an
+            # operation no one waits for (docs/remote.md): not waited for here.
+            wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids.read_text().split()), 120,
+                       "the stalled compile killed")
+        assert server.runs() in (0, None)
     assert "ltowrap:" not in done.stderr
     c = counters(env)
     assert c["remote_raced"] == 1 and c["remote_local"] == len(objects) and c["remote_executed"] == 0

@@ -1,4 +1,5 @@
-"""lld's DTLTO with ltowrap-distributor sharing backends through a real REAPI cache (BuildGrid).
+"""lld's DTLTO with ltowrap-distributor sharing backends through a real REAPI cache (BuildGrid,
+Buildbarn: the `engine` fixture).
 
 lld names archive members with per-link temporary paths; the remote action lays each
 module out by content (remote/action.py), so a second machine still finds every job.
@@ -13,15 +14,14 @@ import pytest
 
 from helpers import dtlto_build, log_lines, stats_json
 from needs import require_module
-from reapi_server import buildgrid_or_missing, cache_server
+from reapi_engines import engine_cache_server
 
 require_module("grpc")
 
 
 @pytest.mark.slow
-def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path, tc22, monkeypatch):
-    buildgrid_or_missing()
-    with cache_server(tmp_path / "bgd") as url:
+def test_second_machine_gets_dtlto_jobs_from_the_remote_cache(project, tmp_path, tc22, monkeypatch, engine):
+    with engine_cache_server(engine, tmp_path / engine) as url:
         monkeypatch.setenv("LTOWRAP_REMOTE", url)
         dtlto_build(project, tc22)
         first = stats_json()

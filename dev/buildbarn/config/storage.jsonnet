@@ -2,6 +2,12 @@
 // when BB_SCHEDULER (host:port of its client server) is set, else a cache-only server.
 local common = import 'common.libsonnet';
 local scheduler = std.extVar('BB_SCHEDULER');
+// TLS and bearer tokens, for the tests of a secured server: PEM certificate and key files,
+// and a JSON Web Key Set file of the keys tokens may be signed with (empty: none).
+local tlsCert = std.extVar('BB_TLS_CERT');
+local tlsKey = std.extVar('BB_TLS_KEY');
+local jwks = std.extVar('BB_JWKS');
+local jwtAudience = std.extVar('BB_JWT_AUDIENCE');
 
 local inMemory(entries, blockBytes) = {
   'local': {
@@ -16,7 +22,25 @@ local inMemory(entries, blockBytes) = {
 };
 
 {
-  grpcServers: [common.grpcServer(common.storage)],
+  grpcServers: [common.grpcServer(common.storage) + (
+    if tlsCert == '' then {} else {
+      tls: { serverKeyPair: { files: { certificatePath: tlsCert, privateKeyPath: tlsKey, refreshInterval: '3600s' } } },
+    }
+  ) + (
+    if jwks == '' then {} else {
+      // Buildbarn checks a token's signature against a key set of public keys (no shared
+      // HMAC secret), its exp and nbf, and then this expression on its claims.
+      authenticationPolicy: {
+        jwt: {
+          jwksFile: jwks,
+          maximumCacheSize: 100,
+          cacheReplacementPolicy: 'LEAST_RECENTLY_USED',
+          claimsValidationJmespathExpression: { expression: "payload.aud == '%s'" % jwtAudience },
+          metadataExtractionJmespathExpression: { expression: '`{}`' },
+        },
+      },
+    }
+  )],
   maximumMessageSizeBytes: common.maximumMessageSizeBytes,
   global: common.global,
   contentAddressableStorage: {
