@@ -107,8 +107,6 @@ def of_module(path: str, facts: Callable[[str], Facts]) -> SideInputs:
     texts are read from its bitcode once per module version (cachekey.ModuleDigests.facts);
     which files they read is worked out from them on every use, since an `.include`d file
     can name others."""
-    from ..formats import asmreads
-
     try:
         found = facts(path)
     except OSError as e:
@@ -118,6 +116,8 @@ def of_module(path: str, facts: Callable[[str], Facts]) -> SideInputs:
     asm = found.asm
     if not asm.module and not asm.templates:
         return NONE
+    from ..formats import asmreads
+
     reads = asmreads.reads(asm, _text)
     return SideInputs(reads.files, unknown=reads.unknown)
 
