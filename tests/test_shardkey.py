@@ -20,7 +20,7 @@ import pytest
 from helpers import ltowrap_env, run, write
 
 from ltowrap import cachekey
-from ltowrap.formats import bitcode, interface, shardkey
+from ltowrap.formats import bitcode, bitcodes, interface, shardkey
 
 SRC = {
     "a.c": "int g = 3;\nint b(int);\nstatic int helper(int x) { return x * g + 1; }\n"
@@ -173,7 +173,7 @@ def test_an_unreferenced_new_function_leaves_the_key(tc, tmp_path):
         # which a.o's backend does not read (a.o has no sample profile): a constant line stands
         # for it, and the key stays. Read without that rule, the count changes.
         assert shardkey.BLOCK_COUNT_UNREAD in base
-        assert [line.split()[:2] for line in changed_lines(base_whole, whole)] == [["rec", str(bitcode.FS_BLOCK_COUNT)]] * 2
+        assert [line.split()[:2] for line in changed_lines(base_whole, whole)] == [["rec", str(bitcodes.FS_BLOCK_COUNT)]] * 2
     assert text == base
     assert obj == base_obj
 
@@ -295,7 +295,7 @@ def test_unknown_records_go_in_raw(tc, tmp_path):
         run([tc.clang, "-O2", "-flto=thin", "-mllvm", "-stack-safety-run", "-c", f"{n}.c"], tmp_path)
     text = canonical(tmp_path, shards(tc, tmp_path, ["m.o", "u.o"])["m.o"], "m.o")
     assert "summaries raw (record 25)" in text and "modids 0=^0 1=^1" in text
-    assert f"  rec {bitcode.FS_VALUE_GUID} " in text  # the value ids, as lld numbered them
+    assert f"  rec {bitcodes.FS_VALUE_GUID} " in text  # the value ids, as lld numbered them
 
 
 def test_unreadable_shard_is_keyed_by_its_bytes():
@@ -361,7 +361,7 @@ def _summary_records(shard: Path) -> list[list[int]]:
         for item in node.items:
             if isinstance(item, bitcode.Node):
                 walk(item)
-            elif node.bid == bitcode.GLOBALVAL_SUMMARY_BLOCK_ID:
+            elif node.bid == bitcodes.GLOBALVAL_SUMMARY_BLOCK_ID:
                 found.append(item)
 
     walk(bitcode.read_tree(shard.read_bytes()))

@@ -41,7 +41,7 @@ from helpers import (Toolchain, links, log_lines, ltowrap_env, relative_digests,
                      write)
 from ltowrap import cachekey
 from ltowrap import toolchain as tools
-from ltowrap.formats import bitcode, shardkey
+from ltowrap.formats import bitcode, bitcodes, shardkey
 
 # The summary version each release writes (shardkey.KNOWN_VERSIONS says the same).
 SUMMARY_VERSION = {13: 9, 14: 9, 15: 9, 16: 9, 19: 10, 22: 12}
@@ -317,7 +317,7 @@ def test_summary_format(any_tc, tmp_path):
     assert bool(declared) == (version in shardkey.DECLARATION_VERSIONS)
     # The sample-profiled module's backend reads the block count: it stays in its text
     # (v9 writes one into every shard; 19 and 22 only where some module has a profile).
-    block_counts = [line for line in texts["files", "prof"].splitlines() if line.startswith(f"rec {bitcode.FS_BLOCK_COUNT} ")]
+    block_counts = [line for line in texts["files", "prof"].splitlines() if line.startswith(f"rec {bitcodes.FS_BLOCK_COUNT} ")]
     assert not any(shardkey.BLOCK_COUNT_UNREAD in texts[link, "prof"] for link in ("files", "appended"))
     if version == 9:
         assert block_counts and keys["appended"]["prof"] != keys["files"]["prof"]

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import bitcode, interface, irmodule, shardkey
-from .bitcode import CONSTANTS_BLOCK_ID, CST_CODE_SETTYPE, FUNCTION_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID, \
-    METADATA_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID, BadBitcode, Want
+from .bitcodes import CONSTANTS_BLOCK_ID, CST_CODE_SETTYPE, FUNCTION_BLOCK_ID, GLOBALVAL_SUMMARY_BLOCK_ID, \
+    METADATA_BLOCK_ID, VALUE_SYMTAB_BLOCK_ID
+from .bitcode import BadBitcode, Want
 from .irmodule import ModuleAsm, ModuleFacts
 
 # The record's format: a new one for any change of what it holds or of how a part is read
