@@ -240,17 +240,7 @@ def record(code: int, *fields: int) -> Callable[[_Writer, int], None]:
 def define(*ops: tuple[str, int]) -> Callable[[_Writer, int], None]:
     @in_block
     def put(w: _Writer, width: int) -> None:
-        w.fixed(2, width)
-        w.vbr(len(ops), 5)
-        for kind, value in ops:
-            if kind == "lit":
-                w.fixed(1, 1)
-                w.vbr(value, 8)
-                continue
-            w.fixed(0, 1)
-            w.fixed({"fixed": 1, "vbr": 2, "array": 3, "char6": 4, "blob": 5}[kind], 3)
-            if kind in ("fixed", "vbr"):
-                w.vbr(value, 5)
+        w.abbrev(list(ops), width)
     return put
 
 
