@@ -84,11 +84,15 @@ class Rendered:
     screenshot: Path
 
 
-def chromium(page: Path, out: Path) -> Rendered:
-    """The page loaded by headless chromium: the DOM after loading, the console's messages, a screenshot."""
+def find_chromium() -> str:
     browser = shutil.which("chromium")
     if browser is None:
         missing("chromium (Debian's, headless: the browser test of the HTML report)")
+    return browser
+
+
+def chromium(browser: str, page: Path, out: Path) -> Rendered:
+    """The page loaded by headless chromium: the DOM after loading, the console's messages, a screenshot."""
     screenshot = out / "report.png"
     argv = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             f"--user-data-dir={out / 'profile'}", "--enable-logging=stderr", "--v=0", "--dump-dom",
@@ -109,6 +113,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_the_html_report_of_lua_in_chromium(lua_src: Path, tmp_path: Path) -> None:
+    browser = find_chromium()  # before the build, so that a machine without it skips at once
     tc = wrapper_toolchain(tmp_path, 22)
     log = tmp_path / "ltowrap.log"
     make(lua_src, tc, log)
@@ -116,7 +121,7 @@ def test_the_html_report_of_lua_in_chromium(lua_src: Path, tmp_path: Path) -> No
     subprocess.run([str(SCRIPTS / "ltowrap"), "report", "--html", str(page)], env=tc.env | {"LTOWRAP_LOG": str(log)},
                    check=True, capture_output=True)
 
-    shown = chromium(page, tmp_path)
+    shown = chromium(browser, page, tmp_path)
     assert shown.console == []
     dom = _Dom()
     dom.feed(shown.dom)
