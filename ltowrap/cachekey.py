@@ -157,7 +157,7 @@ def compiler_identity(clang: str, cache: Cache) -> str:
     """`clang --version`, the stat identity of the compiler's binaries and the contents of its
     config files (toolchain.compiler_files).
 
-    Running clang costs ~30 ms, so the answer is kept in the cache (c/) under the stat
+    Running clang costs a process start, so the answer is kept in the cache (c/) under the stat
     identity of those files and of their directories, and made again only when one of them
     changes. (A directory's change alone, another tool installed beside clang, gives the
     same identity again.)

@@ -10,7 +10,7 @@ Every Python entry resolves settings here (`load`), and the sh entries find the 
 the same rule (scripts/ltowrap-clang; tests/test_config.py runs both and compares).
 
 This runs on the compile path, so it imports only small standard-library modules (no
-dataclasses, typing or enum: each costs 5-20 ms) and reads the config file only if it
+dataclasses, typing or enum: each costs milliseconds to import) and reads the config file only if it
 exists. The XDG locations are computed here as platformdirs computes them on Linux (a
 test checks they agree); elsewhere platformdirs itself is asked.
 """

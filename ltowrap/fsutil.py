@@ -31,8 +31,8 @@ def make_dirs(path: str) -> None:
 def temp_dir(prefix: str, parent: str | None = None) -> str:
     """A new private directory under `parent` (tempfile.mkdtemp).
 
-    tempfile and shutil are imported here, when used: with the `re` they pull in, they cost
-    about 10 ms, which a link the memo restores must not pay.
+    tempfile and shutil are imported here, when used: with the `re` they pull in, their
+    import is milliseconds that a link the memo restores must not pay.
     """
     import tempfile
 

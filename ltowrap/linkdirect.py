@@ -2,7 +2,7 @@
 
 The link memo (linkmemo.py) is keyed by the final ld.lld argv, so reaching it takes the
 driver line (driverline.py), the parse of the link line (cmdline.py) and their imports:
-about 30 ms of a 40 ms relink. Like ccache's direct mode, this lane skips them. Its entry
+most of a relink's time. Like ccache's direct mode, this lane skips them. Its entry
 (l/, cachekey.link_direct_key: the driver's argv, working directory and environment, the
 tools' stat identity, the settings) holds what the memo's own keys took from the disk
 when the link was memoised, and a lookup checks each again:

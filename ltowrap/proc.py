@@ -5,7 +5,7 @@ A real tool that ltowrap runs gets GUARD in its environment, so that a shim it r
 The one exception is the driver that must reach ltowrap's own ld.lld entry
 (`exec_tool(..., guard=False)`).
 
-Runs on the compile path: `subprocess` (about 15 ms to import) is loaded only by the
+Runs on the compile path: `subprocess` (slow to import) is loaded only by the
 functions that capture output, never by exec_tool, spawn or wait.
 """
 

@@ -8,8 +8,8 @@ A shard is text, one counter a line: `count NAME VALUE` or `reason KEY VALUE`. A
 can also be tallied: one byte appended to `NAME.tally` beside the shards per event (one
 O_APPEND write, no lock, no rewrite), so that the sh entry counts the small links it runs
 without a process; `ltowrap stats` adds each tally's size to its counter. A restored
-link counts its hit here, so this module imports nothing costly: no json (7 ms with the
-`re` it loads), no dataclasses. Shards that ltowrap 0.x wrote as JSON are still read.
+link counts its hit here, so this module imports nothing costly: no json (it loads `re`
+too), no dataclasses. Shards that ltowrap 0.x wrote as JSON are still read.
 """
 
 from __future__ import annotations

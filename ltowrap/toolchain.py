@@ -256,7 +256,7 @@ def release(version: str, marker: str = "clang version ") -> str:
 
 def lld_facts(ld: str) -> dict:
     """What this ld.lld says of itself: its release (`--version`) and which LLD_PROBES it takes.
-    One lld start (30 ms), or one per probe when lld's errors name none of them;
+    One lld start, or one per probe when lld's errors name none of them;
     cachekey.linker_facts keeps the answer."""
     argv = [a for probe in LLD_PROBES.values() for a in probe]
     rc, out, err = proc.capture([ld, *argv, "--version"])

@@ -11,8 +11,8 @@ ELF as far as needed: the identification bytes (class, byte order), e_type, and 
 section header table (e_shoff, e_shentsize, e_shnum, e_shstrndx), with the extended
 numbering of objects with 0xff00 sections or more (e_shnum 0: the count is section 0's
 sh_size; e_shstrndx SHN_XINDEX: the index is section 0's sh_link). pyelftools would
-answer it too, but costs 40-50 ms to import and ~0.8 ms an object, against a few
-microseconds here; fat links read every ELF input.
+answer it too, but its import and its parse of each object cost far more than these few
+reads; fat links read every ELF input.
 """
 
 from __future__ import annotations

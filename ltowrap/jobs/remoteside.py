@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from ..remote.execute import Workers
     from ..remote.session import Asked, Served, Session, Work
 
-# Jobs asked of the remote service at once: each takes its key and action (10-30 ms of
-# Python), then they share one round trip of lookups and one FindMissingBlobs. Few, so that
+# Jobs asked of the remote service at once: each takes its key and action (Python's work
+# on its shard), then they share one round trip of lookups and one FindMissingBlobs. Few, so that
 # the first job goes out after a few keys rather than all of them (a 400-module link's keys
 # take seconds); the next ones are asked while the first run.
 ASK_AT_ONCE = 8

@@ -1,6 +1,6 @@
 """The clang driver's link line (`clang -###`), cached, so a driver link starts no second clang.
 
-Asking the driver costs a clang start (26-35 ms), on every link. Its answer depends on its
+Asking the driver costs a clang start on every link. Its answer depends on its
 argv, the working directory, the driver itself (its files, and the config files beside it:
 toolchain.compiler_files), the environment variables it reads (toolchain.DRIVER_ENV), the
 config files it loads, and what it finds, or does not find, on disk: crt files, the gcc
