@@ -10,8 +10,11 @@ The compiled reader is built by pip install (setup.py), or in a clone by
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import random
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -450,3 +453,19 @@ def test_a_few_bytes_of_literals_cannot_make_billions_of_fields():
         assert outcome(read_python, many, want) == f"BadBitcode: {bitcode.OVER_BUDGET}"
     few = stream(block(MODULE, define(*lits[:20]), *[abbreviated(4, lambda w: None)] * 10))
     assert items(both(few), 0) == [[7] * 20] * 10
+
+
+def test_without_the_configured_compiler_clang_builds_it(tmp_path):
+    """Python's configured C compiler (gcc, usually) missing: setup.py builds the reader with the
+    clang every ltowrap user has, and the module it builds reads as the reference does."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+                    "--build-temp", str(tmp_path / "tmp")], cwd=root, env=env, check=True, capture_output=True)
+    (built,) = (tmp_path / "lib" / "ltowrap").glob("_bitcode.*.so")
+    spec = importlib.util.spec_from_file_location("ltowrap._bitcode", built)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = stream(block(MODULE, record(1, 2, 3)))
+    assert module.read(data, Want(), Node, Block, BadBitcode) == read_python(data, Want())
