@@ -69,6 +69,22 @@ static int bc_reserve(bc_u64s *a, uint64_t more64) {
     return BC_OK;
 }
 
+/* Room for one more of `n` elements of `size` bytes in *v, which holds *cap: doubled when full,
+   from `initial`. */
+static int bc_grow(void **v, size_t n, size_t *cap, size_t size, size_t initial) {
+    if (n < *cap)
+        return BC_OK;
+    size_t more = *cap ? 2 * *cap : initial;
+    if (more > SIZE_MAX / size)
+        return BC_NOMEM;
+    void *grown = realloc(*v, more * size);
+    if (!grown)
+        return BC_NOMEM;
+    *v = grown;
+    *cap = more;
+    return BC_OK;
+}
+
 static int bc_push(bc_u64s *a, uint64_t x) {
     if (a->n == a->cap && bc_reserve(a, 1))
         return BC_NOMEM;
@@ -508,16 +524,10 @@ static int bc_define_abbrev(bc_ctx *c, bc_cursor *r, uint64_t *id) {
                 BADF("bad abbreviation encoding %llu", (unsigned long long)enc);
             }
         }
-        if (c->nops == c->capops) {
-            size_t cap = c->capops ? 2 * c->capops : 256;
-            if (cap > SIZE_MAX / sizeof(bc_op))
-                return BC_NOMEM;
-            bc_op *ops = realloc(c->ops, cap * sizeof(bc_op));
-            if (!ops)
-                return BC_NOMEM;
-            c->ops = ops;
-            c->capops = cap;
-        }
+        void *grown = c->ops;
+        if (bc_grow(&grown, c->nops, &c->capops, sizeof(bc_op), 256))
+            return BC_NOMEM;
+        c->ops = grown;
         c->ops[c->nops++] = op;
         count++;
     }
@@ -536,16 +546,10 @@ static int bc_define_abbrev(bc_ctx *c, bc_cursor *r, uint64_t *id) {
     for (size_t i = 0; i + 1 < count; i++)
         if (ops[i].kind == OP_BLOB)
             BAD("an abbreviation's blob not last");
-    if (c->nabbrevs == c->capabbrevs) {
-        size_t cap = c->capabbrevs ? 2 * c->capabbrevs : 64;
-        if (cap > SIZE_MAX / sizeof(bc_abbrev))
-            return BC_NOMEM;
-        bc_abbrev *a = realloc(c->abbrevs, cap * sizeof(bc_abbrev));
-        if (!a)
-            return BC_NOMEM;
-        c->abbrevs = a;
-        c->capabbrevs = cap;
-    }
+    void *grown = c->abbrevs;
+    if (bc_grow(&grown, c->nabbrevs, &c->capabbrevs, sizeof(bc_abbrev), 64))
+        return BC_NOMEM;
+    c->abbrevs = grown;
     c->abbrevs[c->nabbrevs].first = first;
     c->abbrevs[c->nabbrevs].n = count;
     *id = c->nabbrevs++;
