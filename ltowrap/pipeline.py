@@ -92,6 +92,9 @@ def _attempt(run: jobrun.JobRun, real: list[str], args: list[str], direct: linkd
             with run.without_cache():
                 rc = _distribute(run, real, args, None, driver)
     except Unsupported as e:
+        if e.reason is Reason.SMALL_LINK:  # run as lld's in-process ThinLTO: counted, and logged (_distribute)
+            run.stats.add("links_small")
+            return RunOriginal(e.reason)
         if e.reason is Reason.NO_BITCODE:
             run.stats.add("links_passthrough")
             return RunOriginal(e.reason)
@@ -159,6 +162,7 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
     line = cmdline.expand(args, cwd)
     _gate_options(run, real[0], line.gated())
     command = cmdline.parse_line(line, cwd)
+    _small_link(run, command)
     memo = linkmemo.prepare(run, real, args, command, cwd, direct)
     restored = memo is not None and memo.restore()
     run.record.span(log.Phase.MEMO_LOOKUP, t, time.time())
@@ -171,6 +175,41 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
     finally:
         if not run.settings.keep:
             fsutil.remove_tree(workdir)
+
+
+def _small_link(run: jobrun.JobRun, command: cmdline.LinkCommand) -> None:
+    """Unsupported(SMALL_LINK) if the link has at most small_link bitcode modules, counted from its
+    inputs as lld reads them: a link that reaches ltowrap's ld.lld without the clang entry's count
+    (Kbuild's `ld.lld -r`, a build that calls the linker itself) is routed as the driver's would be.
+
+    A bitcode archive, a FatLTO link, and an input that is none of bitcode, an archive or ELF (a
+    linker script, which may name more inputs) make a link not small: the plan reads them.
+    """
+    limit = run.settings.small_link
+    if limit <= 0 or command.fat_lto_objects:
+        return
+    from .formats.archive import has_bitcode_member
+    from .magic import ELF, is_archive, is_bitcode, read_head
+
+    modules = 0
+    for arg in command.inputs():
+        assert arg.input is not None
+        head = read_head(arg.input)
+        if is_bitcode(head):
+            modules += 1
+        elif is_archive(head):
+            if has_bitcode_member(arg.input):
+                return
+        elif not head.startswith(ELF):
+            return
+        if modules > limit:
+            return
+    if modules:
+        run.record.modules = modules
+        run.record.decision, run.record.reason = log.Decision.IN_PROCESS, Reason.SMALL_LINK.value
+        run.record.detail = (f"{modules} bitcode module{'s' if modules != 1 else ''}, small_link = {limit}: "
+                             "nothing to import or spread")
+        raise Unsupported(Reason.SMALL_LINK, run.record.detail)
 
 
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,

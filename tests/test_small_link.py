@@ -114,3 +114,34 @@ def test_small_links_the_sh_entry_runs_are_counted_and_zeroed(tmp_path: Path, tc
     assert sh_line == like.to_json()
     run([wrapper("ltowrap"), "stats", "--zero"], tmp_path, env=ltowrap_env())
     assert not counts().get("links_small")
+
+
+def test_linker_called_directly_links_in_process_when_small(tmp_path: Path, tc22: Toolchain) -> None:
+    """A build that runs ltowrap's ld.lld itself (Kbuild's `ld.lld -r`) gets the same rule, counted
+    from lld's own inputs: one module runs unchanged; two are distributed, unless the threshold
+    takes them; a bitcode archive is never small."""
+    objects(tmp_path, tc22, "main", "helper")
+    run([tc22.ar, "rcs", "libhelper.a", "helper.o"], tmp_path)
+
+    def ld(inputs: list[str], out: str, **env: str):
+        return run([wrapper("ltowrap-ld.lld"), "-r", *inputs, "-o", out], tmp_path, env=ltowrap_env(tc22, **env))
+
+    plain = run([tc22.bindir / "ld.lld", "-r", "main.o", "-o", "plain.o"], tmp_path)
+    ours = ld(["main.o"], "ours.o", LTOWRAP_SMALL_LINK="1")
+    assert "stack frame size" in plain.stderr
+    assert (ours.stdout, ours.stderr) == (plain.stdout, plain.stderr)
+    assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
+    c = counts()
+    assert c.get("links_small") == 1 and not c.get("links_distributed") and not c.get("links_fallback"), c
+    [record] = log_lines(tmp_path)
+    assert (record["decision"], record["reason"], record["modules"]) == ("in-process", "small_link", 1)
+    assert "small_link = 1" in record["detail"]
+
+    ld(["main.o", "helper.o"], "two.o", LTOWRAP_SMALL_LINK="1")
+    ld(["main.o", "--whole-archive", "libhelper.a"], "archived.o", LTOWRAP_SMALL_LINK="5")
+    c = counts()
+    assert c.get("links_small") == 1 and c.get("links_distributed") == 2, c
+    ld(["main.o", "helper.o"], "two-small.o", LTOWRAP_SMALL_LINK="2")
+    ld(["main.o"], "zero.o", LTOWRAP_SMALL_LINK="0")
+    c = counts()
+    assert c.get("links_small") == 2 and c.get("links_distributed") == 3, c
