@@ -270,6 +270,44 @@ def test_a_module_new_to_the_store_is_compiled_once_by_two_links(project, tmp_pa
     _no_leaks(tmp_path)
 
 
+
+def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, tmp_path, tc22):
+    """The same modules at other positions in two links (the second has one more module first):
+    each link stores them at its own positions, so both compile them before their keys, under
+    different content claims. The second link's early compile, once keyed, finds the first
+    link holding that key: it stops and waits for it."""
+    objs = make_program(project, "p", MODULES)
+    write(project / "p_extra.c", "int extra_unused(int x) { return 3 * x; }\n")
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-O2", "-c", "p_main.c"], project)  # native: the heaviest job is a module both links have
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    lock_dir = _lock_dir(tmp_path)
+    held = _holding_all_slots(tmp_path, 1)  # slot 0: the first link's only slot; the second may also use slot 1
+    procs = []
+    for d, jobs, order in (("a", "1", objs), ("b", "2", [objs[0], "p_extra.o", *objs[1:]])):
+        (project / d).mkdir()
+        procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog",
+                                       *(f"../{o}" for o in order)], cwd=project / d,
+                                      env=ltowrap_env(tc22, LTOWRAP_JOBS=jobs), stderr=subprocess.PIPE, text=True))
+        if d == "a":  # no slot for its first job (the heaviest): keyed and claimed, it waits for slot 0
+            wait_until(lambda: _waits_for_slots(procs[0].pid, lock_dir, 1), 60, "the first link waiting for a slot",
+                       running=procs)
+    first, second = procs
+    # The second starts that job early in slot 1, keys it and tries the first's claim on its key.
+    wait_until(lambda: _claims_held(second.pid, lock_dir) & _claims_held(first.pid, lock_dir), 60,
+               "the second link trying the first's claim", running=procs)
+    held.close()
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "ltowrap:" not in err, err
+    s = stats_json()
+    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"  # and p_extra's
+    assert s["backend_hits"] == MODULES and s["backend_waits"] >= 1
+    for d in ("a", "b"):
+        assert run(["./prog"], project / d).stdout == expected
+    _no_leaks(tmp_path)
+
 # --- identical thin-links -------------------------------------------------------------------------
 
 HOLDER = """

@@ -317,7 +317,7 @@ class Executor:
                 return True
         early = self.here.unkeyed()
         if early is not None:
-            self._early_keyed(early)
+            self._early_keyed(early, queue)
             return True
         for i in range(len(queue) - 1, -1, -1):
             if not queue[i].keyed:
@@ -326,16 +326,20 @@ class Executor:
                 return True
         return False
 
-    def _early_keyed(self, child: Running) -> None:
+    def _early_keyed(self, child: Running, queue: list[JobState]) -> None:
         """Key a compile that started without one. A hit after all stops it (its slot is free
         again; its output is the cached object); else its key is claimed beside its content
-        (Store.claim_key)."""
+        (Store.claim_key). A key another process holds stops it too: that process compiles
+        the same object, so the job goes back to the queue, where _start puts it aside to
+        wait for it (the compile stopped made nothing: it counts as no miss)."""
         state = child.state
         self.prep.make_key(state)
         t = time.time()
         entry = self.store.cached(state)
         if entry is None:
-            self.store.claim_key(state)
+            if not self.store.claim_key(state):
+                self.here.stop(child)
+                queue.append(state)  # the next one _start takes
             return
         self.here.stop(child)
         self.cache.stats.add("backend_early_stopped")
@@ -371,7 +375,7 @@ class Executor:
         state = child.state
         if not state.keyed:  # started early, done before its key: made now, to store the object under
             self.prep.make_key(state)
-            self.store.claim_key(state)
+            self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
         try:
             failure = self._finish(state, rc, end - child.start)
         finally:

@@ -6,7 +6,9 @@ so that another process wanting the same object waits and then finds it. A claim
 parts, taken in this order: one named by the job's content (JobState.content: what its compile
 reads that is known before its key), then its key. A module new to the cache's store compiles
 before its key is made (executor._early), holding only the first part until its key is made,
-then both: a keyed job of another process, which takes the first part first, waits for it.
+then both: a keyed job of another process, which takes the first part first, waits for it;
+an early compile that finds its key held by another process, once it has made it, stops and
+waits for it too.
 Taken in one order, the parts cannot deadlock, and a job put aside keeps the part it got (a
 failed try closes nothing, so no waiter wakes another). A hit of a job
 chosen for verification (config `verify`) is not served: the job compiles again and the two
@@ -51,14 +53,15 @@ class Store:
         holds its content's claim (compiling it before its key, or claiming it keyed)."""
         return self._take(CONTENT, state.content)
 
-    def claim_key(self, state: JobState) -> None:
-        """A compile that started before its key, keyed now: its key claimed too, if no other
-        process holds it (one that does, under another content claim, makes the same bytes:
-        both store them, whole); its content's claim let go if the key is None (nothing to share)."""
+    def claim_key(self, state: JobState) -> bool:
+        """A compile that started before its key, keyed now: its key claimed too. False if another
+        process holds it, having claimed the same object under another content claim (the
+        module at another position of another link). With no key (not cached), its content's
+        claim is let go: there is nothing to share."""
         if state.key is None:
             self._let_go(CONTENT, state.content)
-        else:
-            self._take(OBJECTS, state.key)
+            return True
+        return self._take(OBJECTS, state.key)
 
     def release(self, state: JobState) -> None:
         """Let go of the job's claims (after its object is stored: a waiter finds it)."""
