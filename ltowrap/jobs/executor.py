@@ -282,13 +282,9 @@ class Executor:
         """Start the compile of a module new to the cache's store (plan.Module.new) before its
         key is made, if a slot is free: no object can be cached under a key that takes the
         digest of bytes the cache has not seen (unless the store was trimmed: a hit after
-        all stops it, _early_keyed). Its key is made while it runs (_prepare_next).
-
-        It is claimed by its content first (store.Store.claim_content), which another process
-        holds if it compiles the same job: another identical link, whose store write came
-        first, is compiling it (keyed, or early too). Then the job is keyed like any other
-        (_start), and waits for that process if its key is the same. A claim taken with no
-        slot free is kept for the keyed job (_start takes it again)."""
+        all stops it, _early_keyed). Its key is made while it runs (_prepare_next). It claims
+        its content first (Store.claim_content), as an identical link compiling the same job
+        does: taken by another, the job is keyed and claimed here (_start) and waits for it."""
         if not state.job.module.new or self.far is not None:
             return False
         self.prep.options(state)
@@ -329,9 +325,8 @@ class Executor:
     def _early_keyed(self, child: Running, queue: list[JobState]) -> None:
         """Key a compile that started without one. A hit after all stops it (its slot is free
         again; its output is the cached object); else its key is claimed beside its content
-        (Store.claim_key). A key another process holds stops it too: that process compiles
-        the same object, so the job goes back to the queue, where _start puts it aside to
-        wait for it (the compile stopped made nothing: it counts as no miss)."""
+        (Store.claim_key). A key another process holds stops it too: the job goes back to the
+        queue, where _start puts it aside to wait for that process's object."""
         state = child.state
         self.prep.make_key(state)
         t = time.time()
