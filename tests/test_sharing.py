@@ -420,12 +420,13 @@ def test_a_compile_keeps_its_slot_after_the_link_is_killed(tmp_path):
 def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
     d = _lock_dir(tmp_path)
     holders = {}
-    for name in ("o-dead", "o-alive"):
+    for name in ("o-dead", "e-dead", "o-alive"):
         holders[name] = subprocess.Popen([sys.executable, "-c", HOLDER, d, name], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True)
         assert holders[name].stdout.readline() == "held\n"
-    holders["o-dead"].kill()
-    holders["o-dead"].wait()
+    for name in ("o-dead", "e-dead"):  # a key's claim and a content's (jobs/store.py)
+        holders[name].kill()
+        holders[name].wait()
     run([wrapper("ltowrap"), "cache", "trim"], tmp_path)
     assert sorted(os.listdir(d)) == ["o-alive"]
     holders["o-alive"].communicate("go\n")
