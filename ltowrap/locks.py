@@ -4,8 +4,9 @@ Each lock is a file in `<cache>/locks/<host>/`, held with flock(), like distcc's
 lock files: a `kill -9` never leaks one, and nothing needs cleaning before it can be
 taken again. Two kinds live there:
 - `slot-<n>`: the machine's pool of backend slots (slots.py);
-- `<kind>-<key>`: a claim on a cache entry being made (a backend object, a thin-link), so
-  that a second process needing the same entry waits for it instead of making it again.
+- `<kind>-<key>`: a claim on a cache entry being made (a backend object, a thin-link, or a
+  backend object named by its content before its key is made: jobs/store.py), so that a
+  second process needing the same entry waits for it instead of making it again.
 
 Waiting is event-driven. A Waker is an inotify descriptor on the directory that becomes
 readable when a file there that was open for writing is closed: a holder letting go, or
@@ -184,7 +185,9 @@ class LockDir:
             os.close(fd)
 
 
-CLAIM_KINDS = ("o-", "t-")  # cache.OBJECTS and cache.THINLINKS, as claim name prefixes
+# As claim name prefixes: cache.OBJECTS and cache.THINLINKS (a key), jobs/store.CONTENT (a backend
+# compile's content, claimed before its key is made).
+CLAIM_KINDS = ("o-", "t-", "e-")
 
 
 @dataclass

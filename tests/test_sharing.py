@@ -215,6 +215,99 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     _no_leaks(tmp_path)
 
 
+
+LD_THAT_WAITS = """#!/bin/sh
+# The thin-link waits for the test (a line on the fifo $0.go): the link has stored its modules by then.
+case "$*" in *--thinlto-index-only*) : > "$0.started"; read _ < "$0.go";; esac
+exec {lld} "$@"
+"""
+
+
+def _claims_held(pid: int, lock_dir: str) -> set[str]:
+    """The claim files (not slots) a process has open: held, or kept to try again."""
+    return {f for f in open_files(pid) if os.path.dirname(f) == lock_dir and not os.path.basename(f).startswith("slot-")}
+
+
+def test_a_module_new_to_the_store_is_compiled_once_by_two_links(project, tmp_path, tc22):
+    """The first link stores the modules, so they are new to it and it compiles them before their
+    keys (executor._early); the second finds them stored, makes its keys and claims them. The
+    first link's early compile of a module whose key the second has claimed waits for it instead."""
+    objs = make_program(project, "p", MODULES)
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    lock_dir = _lock_dir(tmp_path)
+    held = _holding_all_slots(tmp_path, 1)  # slot 0: the second link's only slot; the first may also use slot 1
+    ld = write(tmp_path / "ld" / "ld.lld", LD_THAT_WAITS.format(lld=tc22.lld))
+    ld.chmod(0o755)
+    os.mkfifo(f"{ld}.go")
+    procs = []
+    for d, jobs, extra in (("a", "2", [f"--ld-path={ld}"]), ("b", "1", [])):
+        (project / d).mkdir()
+        procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", *extra, "-o", "prog",
+                                       *(f"../{o}" for o in objs)], cwd=project / d,
+                                      env=ltowrap_env(tc22, LTOWRAP_JOBS=jobs), stderr=subprocess.PIPE, text=True))
+        if d == "a":  # its modules stored (new to the store: they compile before their keys), in its thin-link
+            wait_until(lambda: Path(f"{ld}.started").exists(), 60, "the first thin-link", running=procs)
+    first, second = procs
+    # The second has claimed its first job (the heaviest, the first's first too) and waits for slot 0.
+    wait_until(lambda: _waits_for_slots(second.pid, lock_dir, 1), 60, "the second link waiting for a slot",
+               running=procs)
+    with open(f"{ld}.go", "w") as go:
+        go.write("go\n")
+    # The first, with slot 1 free, comes to that job and tries a claim the second holds.
+    wait_until(lambda: _claims_held(first.pid, lock_dir) & _claims_held(second.pid, lock_dir), 60,
+               "the first link trying the second's claim", running=procs)
+    held.close()
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "ltowrap:" not in err, err
+    s = stats_json()
+    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"
+    assert s["backend_hits"] == MODULES + 1 and s["backend_waits"] >= 1
+    for d in ("a", "b"):
+        assert run(["./prog"], project / d).stdout == expected
+    _no_leaks(tmp_path)
+
+
+
+def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, tmp_path, tc22):
+    """The same modules at other positions in two links (the second has one more module first):
+    each link stores them at its own positions, so both compile them before their keys, under
+    different content claims. The second link's early compile, once keyed, finds the first
+    link holding that key: it stops and waits for it."""
+    objs = make_program(project, "p", MODULES)
+    write(project / "p_extra.c", "int extra_unused(int x) { return 3 * x; }\n")
+    compile_all(project, tc22.clang)
+    run([tc22.clang, "-O2", "-c", "p_main.c"], project)  # native: the heaviest job is a module both links have
+    run([tc22.clang, "-flto=thin", "-fuse-ld=lld", "-o", "ref", *objs], project)
+    expected = run(["./ref"], project).stdout
+    lock_dir = _lock_dir(tmp_path)
+    held = _holding_all_slots(tmp_path, 1)  # slot 0: the first link's only slot; the second may also use slot 1
+    procs = []
+    for d, jobs, order in (("a", "1", objs), ("b", "2", [objs[0], "p_extra.o", *objs[1:]])):
+        (project / d).mkdir()
+        procs.append(subprocess.Popen([wrapper("ltowrap-clang"), "-fuse-ld=lld", "-o", "prog",
+                                       *(f"../{o}" for o in order)], cwd=project / d,
+                                      env=ltowrap_env(tc22, LTOWRAP_JOBS=jobs), stderr=subprocess.PIPE, text=True))
+        if d == "a":  # no slot for its first job (the heaviest): keyed and claimed, it waits for slot 0
+            wait_until(lambda: _waits_for_slots(procs[0].pid, lock_dir, 1), 60, "the first link waiting for a slot",
+                       running=procs)
+    first, second = procs
+    # The second starts that job early in slot 1, keys it and tries the first's claim on its key.
+    wait_until(lambda: _claims_held(second.pid, lock_dir) & _claims_held(first.pid, lock_dir), 60,
+               "the second link trying the first's claim", running=procs)
+    held.close()
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "ltowrap:" not in err, err
+    s = stats_json()
+    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"  # and p_extra's
+    assert s["backend_hits"] == MODULES and s["backend_waits"] >= 1
+    for d in ("a", "b"):
+        assert run(["./prog"], project / d).stdout == expected
+    _no_leaks(tmp_path)
+
 # --- identical thin-links -------------------------------------------------------------------------
 
 HOLDER = """
@@ -327,12 +420,13 @@ def test_a_compile_keeps_its_slot_after_the_link_is_killed(tmp_path):
 def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
     d = _lock_dir(tmp_path)
     holders = {}
-    for name in ("o-dead", "o-alive"):
+    for name in ("o-dead", "e-dead", "o-alive"):
         holders[name] = subprocess.Popen([sys.executable, "-c", HOLDER, d, name], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True)
         assert holders[name].stdout.readline() == "held\n"
-    holders["o-dead"].kill()
-    holders["o-dead"].wait()
+    for name in ("o-dead", "e-dead"):  # a key's claim and a content's (jobs/store.py)
+        holders[name].kill()
+        holders[name].wait()
     run([wrapper("ltowrap"), "cache", "trim"], tmp_path)
     assert sorted(os.listdir(d)) == ["o-alive"]
     holders["o-alive"].communicate("go\n")

@@ -143,6 +143,7 @@ class Executor:
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         self.store.serve(state, entry)
+        self.store.release(state)  # a claim taken on the way (_early's, a waiter's) is let go
         self._done(Outcome(state.job, log.Source.CACHED, start, time.time(), waited=state.waited))
 
     def _remote_object(self, state: JobState, served: Served, action: str, start: float) -> None:
@@ -156,11 +157,9 @@ class Executor:
         """Jobs put aside whose claim was let go: served from the cache now, or returned to compile here."""
         ours = []
         for state in list(aside):
-            if self.store.claim(state.key):
+            if self.store.claim(state):
                 aside.remove(state)
-                if self._hit(state):
-                    self.store.release(state.key)
-                else:  # its maker died or failed: ours to compile
+                if not self._hit(state):  # its maker died or failed: ours to compile
                     ours.append(state)
         return ours
 
@@ -254,13 +253,11 @@ class Executor:
                         paused = True
                     if state.output in far.answered(queue, state):
                         continue
-                if not self.store.claim(state.key):
+                if not self.store.claim(state):
                     aside.append(state)
                     state.waited = True
                     self.cache.stats.add("backend_waits")
-                elif self._hit(state):  # made by another process since the first look
-                    self.store.release(state.key)
-                else:
+                elif not self._hit(state):  # a hit: made by another process since the first look
                     claimed = state
             if claimed is None:
                 if far is not None:
@@ -285,13 +282,17 @@ class Executor:
         """Start the compile of a module new to the cache's store (plan.Module.new) before its
         key is made, if a slot is free: no object can be cached under a key that takes the
         digest of bytes the cache has not seen (unless the store was trimmed: a hit after
-        all stops it, _early_keyed). Its key is made while it runs (_prepare_next)."""
+        all stops it, _early_keyed). Its key is made while it runs (_prepare_next). It claims
+        its content first (Store.claim_content), as an identical link compiling the same job
+        does: taken by another, the job is keyed and claimed here (_start) and waits for it."""
         if not state.job.module.new or self.far is not None:
+            return False
+        self.prep.options(state)
+        if not self.store.claim_content(state):
             return False
         ticket = self.here.take()
         if ticket is None:
             return False
-        self.prep.options(state)
         self.here.start(state, ticket)
         return True
 
@@ -312,7 +313,7 @@ class Executor:
                 return True
         early = self.here.unkeyed()
         if early is not None:
-            self._early_keyed(early)
+            self._early_keyed(early, queue)
             return True
         for i in range(len(queue) - 1, -1, -1):
             if not queue[i].keyed:
@@ -321,17 +322,19 @@ class Executor:
                 return True
         return False
 
-    def _early_keyed(self, child: Running) -> None:
+    def _early_keyed(self, child: Running, queue: list[JobState]) -> None:
         """Key a compile that started without one. A hit after all stops it (its slot is free
-        again; its output is the cached object); else its key is claimed, if no other process
-        holds it (one that does makes the same bytes: both store them, whole)."""
+        again; its output is the cached object); else its key is claimed beside its content
+        (Store.claim_key). A key another process holds stops it too: the job goes back to the
+        queue, where _start puts it aside to wait for that process's object."""
         state = child.state
         self.prep.make_key(state)
         t = time.time()
         entry = self.store.cached(state)
         if entry is None:
-            if state.key is not None:
-                self.store.claim(state.key)
+            if not self.store.claim_key(state):
+                self.here.stop(child)
+                queue.append(state)  # the next one _start takes
             return
         self.here.stop(child)
         self.cache.stats.add("backend_early_stopped")
@@ -367,12 +370,11 @@ class Executor:
         state = child.state
         if not state.keyed:  # started early, done before its key: made now, to store the object under
             self.prep.make_key(state)
-            if state.key is not None:
-                self.store.claim(state.key)
+            self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
         try:
             failure = self._finish(state, rc, end - child.start)
         finally:
-            self.store.release(state.key)  # after the store: a waiter finds the object
+            self.store.release(state)  # after the store: a waiter finds the object
         if not failure:
             if self.far is not None:  # this compile won its race: the worker's run is dropped
                 self.far.won_here(state)

@@ -80,6 +80,7 @@ class JobState:
     dropped: list[str] | None = None  # recorded options its clang rejects, left out
     side: sideinputs.SideInputs | None = None  # what it reads besides its module, shard and imports
     key: str | None = None  # its cache key (None: not cached, side.unknown says why)
+    content: str = ""  # its claim's name before its key (Preparer.content), from Stage.COMMAND on
     shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, from Stage.COMMAND on
     verify: bool = False  # a hit of it is compiled again and compared
@@ -151,7 +152,30 @@ class Preparer:
             recorded = self._accepted(state, recorded)
         state.recorded = recorded
         state.argv = self.backend.argv(job.module.path, job.shard_path, job.output, recorded, job.dwo)
+        state.content = self.content(state)
         state.stage = Stage.COMMAND
+
+    def content(self, state: JobState) -> str:
+        """The name of the job's claim by content (store.Store.claim): what its compile reads that
+        is known before its key, cheaply. A module new to the cache's store compiles before its
+        key (executor._early), so it can claim nothing else; a keyed job takes this claim first,
+        so two identical links wait for each other's early compiles. It covers the compiler and
+        the environment it reads, the command line with placeholders, the module's bytes by
+        digest and the shard's raw bytes (which name every imported module by its store path:
+        its position in the link and its digest). Not a key: two jobs with one name and
+        different keys only wait for each other (the waiter then misses and compiles); two
+        names for one key (the module at another position in another link, or lld's own
+        names under DTLTO) are coordinated by the key's claim alone, once made."""
+        job = state.job
+        h = cachekey.Hasher()
+        h.field("claim", "content")
+        h.field("compiler", self.res.compiler)
+        for name, value in self.res.env:
+            h.field(f"env:{name}", value)
+        h.field("argv", "\0".join(self.backend.argv(*PLACEHOLDERS, state.recorded, job.dwo)[1:]))
+        h.field("module", job.module.digest)
+        h.field("shard", job.shard)
+        return h.hexdigest()
 
     def make_key(self, state: JobState) -> None:
         """Make the job's key (most of it the shard key, shardkey.py) and whether a hit is verified."""

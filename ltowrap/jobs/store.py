@@ -1,8 +1,16 @@
 """The local cache's side of a run of backend jobs: claims on keys, hits written out, objects
 checked and stored.
 
-A key is claimed (locks.py) before its compile starts and let go after its object is stored,
-so that another process wanting the same key waits and then finds the object. A hit of a job
+A job is claimed (locks.py) before its compile starts and let go after its object is stored,
+so that another process wanting the same object waits and then finds it. A claim has two
+parts, taken in this order: one named by the job's content (JobState.content: what its compile
+reads that is known before its key), then its key. A module new to the cache's store compiles
+before its key is made (executor._early), holding only the first part until its key is made,
+then both: a keyed job of another process, which takes the first part first, waits for it;
+an early compile that finds its key held by another process, once it has made it, stops and
+waits for it too.
+Taken in one order, the parts cannot deadlock, and a job put aside keeps the part it got (a
+failed try closes nothing, so no waiter wakes another). A hit of a job
 chosen for verification (config `verify`) is not served: the job compiles again and the two
 objects are compared when it is done.
 """
@@ -21,35 +29,67 @@ from . import local
 from .prepare import JobState, Resources
 
 
+CONTENT = "e"  # the claim kind of a job's content (locks.CLAIM_KINDS)
+
+
 @dataclass
 class Store:
     res: Resources
-    claimed: set[str] = field(default_factory=set)  # keys this process has claimed (locks.Claims)
+    claimed: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of the claims this process holds
 
     @property
     def cache(self) -> Cache:
         return self.res.cache
 
-    def claim(self, key: str | None) -> bool:
-        if key is None:  # not cached: nothing to share with another process
+    def claim(self, state: JobState) -> bool:
+        """Claim a keyed job before it compiles (here or on the workers): its content, then its
+        key. False if another process holds either; the part taken is kept while the job waits."""
+        if state.key is None:  # not cached: nothing to share with another process
             return True
-        if not self.cache.claims.try_claim(OBJECTS, key):
-            return False
-        self.claimed.add(key)
-        return True
+        return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
 
-    def release(self, key: str | None) -> None:
-        if key is not None and key in self.claimed:
-            self.claimed.discard(key)
-            self.cache.claims.release(OBJECTS, key)
+    def claim_content(self, state: JobState) -> bool:
+        """Claim a job about to compile before its key (executor._early): False if another process
+        holds its content's claim (compiling it before its key, or claiming it keyed)."""
+        return self._take(CONTENT, state.content)
+
+    def claim_key(self, state: JobState) -> bool:
+        """A compile that started before its key, keyed now: its key claimed too. False if another
+        process holds it, having claimed the same object under another content claim (the
+        module at another position of another link). With no key (not cached), its content's
+        claim is let go: there is nothing to share."""
+        if state.key is None:
+            self._let_go(CONTENT, state.content)
+            return True
+        return self._take(OBJECTS, state.key)
+
+    def release(self, state: JobState) -> None:
+        """Let go of the job's claims (after its object is stored: a waiter finds it)."""
+        if state.key is not None:
+            self._let_go(OBJECTS, state.key)
+        self._let_go(CONTENT, state.content)
 
     def let_go(self, aside: list[JobState]) -> None:
         """The run is over: every claim let go, and the waits on other processes' claims forgotten."""
-        for key in list(self.claimed):
-            self.release(key)
+        for kind, name in list(self.claimed):
+            self._let_go(kind, name)
         for state in aside:
+            self.cache.claims.forget(CONTENT, state.content)
             if state.key is not None:
                 self.cache.claims.forget(OBJECTS, state.key)
+
+    def _take(self, kind: str, name: str) -> bool:
+        if (kind, name) in self.claimed:
+            return True
+        if not self.cache.claims.try_claim(kind, name):
+            return False
+        self.claimed.add((kind, name))
+        return True
+
+    def _let_go(self, kind: str, name: str) -> None:
+        if (kind, name) in self.claimed:
+            self.claimed.discard((kind, name))
+            self.cache.claims.release(kind, name)
 
     def cached(self, state: JobState) -> Entry | None:
         """The job's object in the local cache, unless it is to be verified (then compiled
@@ -82,7 +122,7 @@ class Store:
         self._printed(state, printed)
         if state.key is not None:
             self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, obj)
-        self.release(state.key)
+        self.release(state)
 
     def keep(self, state: JobState, rc: int, seconds: float) -> local.Result:
         """Check what a compile here left (local.result): a good object is stored under the
