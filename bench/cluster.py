@@ -60,7 +60,8 @@ local link's, per job; bytes uploaded and deduplicated (the log's remote_uploade
 remote_deduplicated); retries; the median time a job waited in the server's queue; the server's
 CPU over the link (every process of its, from /proc) and per executed job; where a job's time
 went (`legs`, medians: submit, queue, worker, back; see job_legs); and bench/projection.py's
-figure for the case (its makespan and overhead model, the overhead fitted on the case `--fit` names: the execute-mode run on the fewest workers at the same round trip).
+figure for the case (its makespan and overhead model, the overhead fitted on the execute-mode
+run on the fewest workers at the same round trip).
 
 --matrix cross (default) runs every mode and worker count at the middle round trip (2 ms),
 and the other round trips at 32 workers; full runs every combination. --profile-server samples
