@@ -4,7 +4,7 @@
         [--project lua redis synthetic] [--mode execute hybrid]
         [--workers 8 32 128] [--rtt 0.2 2 20] [--rate-mbit 1000] [--modules 400] [--speed 1]
         [--matrix full|cross] [--no-worker-cache] [--tuning deployment|test] [--proactive-fetch]
-        [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse | --prepare-only]]
+        [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse [--record-again] | --prepare-only]]
 
 Every part is real except the compile itself. For each project:
 1. the objects are built through ltowrap (bench/coldlink.py's prepare_project), so each module
@@ -540,6 +540,25 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def record_local(line: str, where: Path, env: dict[str, str], tmp: Path) -> tuple[dict, Path, bytes]:
+    """The link run locally on an empty cache (only the build's option records): its log record,
+    the replay directory made from it, and the binary it wrote."""
+    words = shlex.split(line)
+    out = words[words.index("-o") + 1]
+    (where / out).unlink(missing_ok=True)
+    log = tmp / "local.jsonl"
+    log.unlink(missing_ok=True)
+    cache = cold_cache(env, tmp / "local-cache")
+    measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log),
+                                             "LTOWRAP_MEMO": "0"}, tmp / "local.out")
+    local = record_of(log)
+    expected = (where / out).read_bytes()
+    shutil.rmtree(tmp / "replay", ignore_errors=True)
+    replay = reapi_server.replay_dir(local, cache, tmp / "replay")
+    (tmp / "expected.bin").write_bytes(expected)
+    return local, replay, expected
+
+
 def prepare(name: str, a: argparse.Namespace, tmp: Path) -> tuple[Path, str, dict[str, str], dict, Path, bytes, str | None]:
     """A project built through ltowrap and its link run locally on an empty cache: (the directory
     the link runs in, the link line, ltowrap's environment, the local link's log record, the
@@ -551,21 +570,14 @@ def prepare(name: str, a: argparse.Namespace, tmp: Path) -> tuple[Path, str, dic
         where, env = Path(saved["where"]), saved["env"]
         # The link runs this checkout's ltowrap, not the one that prepared the directory.
         line = re.sub(r"[^\s;]*/ltowrap-clang(?=\s)", str(SCRIPTS / "ltowrap-clang"), saved["line"])
+        if a.record_again:  # the build as it was, the local link recorded now
+            local, replay, expected = record_local(line, where, env, tmp / name)
+            return where, line, env, local, replay, expected, f"{saved['when']}, local link recorded again"
         return (where, line, env, record_of(tmp / name / "local.jsonl"), tmp / name / "replay",
                 (tmp / name / "expected.bin").read_bytes(), saved["when"])
     (tmp / name).mkdir()
     where, line, env = prepare_project(name, tmp / name, a.modules)
-    words = shlex.split(line)
-    out = words[words.index("-o") + 1]
-    (where / out).unlink(missing_ok=True)
-    log = tmp / name / "local.jsonl"
-    cache = cold_cache(env, tmp / name / "local-cache")
-    measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log),
-                                             "LTOWRAP_MEMO": "0"}, tmp / name / "local.out")
-    local = record_of(log)
-    expected = (where / out).read_bytes()
-    replay = reapi_server.replay_dir(local, cache, tmp / name / "replay")
-    (tmp / name / "expected.bin").write_bytes(expected)
+    local, replay, expected = record_local(line, where, env, tmp / name)
     prepared.write_text(json.dumps({"where": str(where), "line": line, "env": env,
                                     "when": datetime.datetime.now().isoformat(timespec="minutes")}))
     return where, line, env, local, replay, expected, None
@@ -593,6 +605,8 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="run each remote link under py-spy (pip install py-spy); "
                    "its samples in the case's directory, profile.txt (with --keep)")
     p.add_argument("--keep", type=Path, help="work here and keep it (logs of the server, bots and links)")
+    p.add_argument("--record-again", action="store_true", help="with --reuse: the build as it is, its local link "
+                   "run and recorded again (on a quieter machine than the first time, say)")
     p.add_argument("--prepare-only", action="store_true", help="with --keep: build the projects and record their "
                    "local links, run no case (a later --reuse run takes them)")
     p.add_argument("--reuse", action="store_true", help="with --keep: a project already prepared there (its build, "
