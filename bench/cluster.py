@@ -147,15 +147,42 @@ def proxy(server_url: str, rtt_ms: float, rate_mbit: float, tmp: Path):
             time.sleep(0.02)
         yield f"grpc://127.0.0.1:{port_file.read_text()}", stats
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        used = _stop_reaped(proc)
         if stats_file.exists():
             stats.update(json.loads(stats_file.read_text()))
+        # The proxy's CPU over its life (start, the round-trip probe, the link): what it adds to the
+        # machine's load, which a real network would not.
+        stats["cpu_s"] = used
+
+
+def _stop_reaped(proc: subprocess.Popen) -> float | None:
+    """SIGTERM proc (SIGKILL after 10 s), reap it with wait4 and return the CPU seconds it used
+    (None if it had already been reaped)."""
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # Popen reaped it already
+            return None
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return round(usage.ru_utime + usage.ru_stime, 2)
+        if time.monotonic() > deadline:
+            os.kill(proc.pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.02)
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, every core, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
 
 
 def round_trip_ms(url: str, n: int = 21) -> float:
@@ -350,11 +377,11 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
             argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--threads", "--idle",
                     "--format", "raw", "--rate", "200", "-o", str(tmp / "profile.txt"), "--", *argv]
         # The cluster's CPU over the link alone, not over its start-up.
-        before = group_cpu(cluster.groups)
+        before, busy_before = group_cpu(cluster.groups), machine_busy()
         profiled = cluster.groups[cluster.server[0]]
         with server_profile(profiled, tmp / "server-profile.txt") if a.profile_server else ExitStack():
             run = measure(argv, where, run_env, tmp / "link.out")
-        after = group_cpu(cluster.groups)
+        after, busy_after = group_cpu(cluster.groups), machine_busy()
         cluster_cpu = {g: round(after[g] - before[g], 2) for g in cluster.groups if not g.startswith("bots")}
         if any(g.startswith("bots") for g in cluster.groups):
             cluster_cpu["bots"] = round(sum(after[g] - before[g] for g in cluster.groups if g.startswith("bots")), 2)
@@ -366,7 +393,10 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
                        cluster.bots_up, started, load)
     executed = result["executed"] or 1
     server_cpu = sum(cluster_cpu[g] for g in cluster.server)
-    result |= {"engine": a.engine, "cluster_cpu": cluster_cpu, "server_groups": list(cluster.server),
+    # How busy the machine's cores were over the link, every process counted (others' too).
+    busy = (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1e-9)
+    result |= {"engine": a.engine, "cluster_cpu": cluster_cpu, "machine_busy": round(busy, 3),
+               "proxy_cpu_s": net.get("cpu_s"), "server_groups": list(cluster.server),
                "server_cpu": round(server_cpu, 2), "server_cpu_ms_per_job": round(1000 * server_cpu / executed, 1),
                "legs": legs, **did, "worker_cache": a.worker_cache or a.engine == "buildbarn",
                "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
@@ -504,6 +534,11 @@ def server_cpu(r: dict) -> str:
     return f"{total:.1f} ({r['bgd_cpu_ms_per_job']:.0f}){parts}"
 
 
+def busy_cell(r: dict) -> str:
+    busy = f"{100 * r['machine_busy']:.0f} %" if r.get("machine_busy") is not None else "—"
+    return f"{busy}; {r['proxy_cpu_s']:.1f}" if r.get("proxy_cpu_s") is not None else busy
+
+
 def polling(r: dict) -> str:
     if r.get("engine", "buildgrid") == "buildbarn":
         return f"Buildbarn, 1 bb_worker x {r['workers']} slots"
@@ -516,7 +551,7 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
     lines = ["| link | mode | workers | RTT ms (measured) | wall s | ideal s | wall/ideal | local s | projection s "
              "(error) | executed / here (raced) | jobs/s | ltowrap CPU ms/job (over local) | uploaded MB "
              "(dedup MB) | retries | queued median s | job legs s: submit / queue / worker / back | server CPU s "
-             "(ms/job) | worker cache | polling (assigners) | load |",
+             "(ms/job) | worker cache | polling (assigners) | load (cores busy over the link; proxy CPU s) |",
              "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---|---|---|---|---:|"]
     for r in results:
         proj = f"{r['projection']:.2f} ({100 * r['projection_error']:+.0f} %)" if "projection" in r else "—"
@@ -530,7 +565,7 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
             f"| {legs_cell(r.get('legs') or {})} "
             f"| {server_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
             f"| {polling(r)} "
-            f"| {r['load']:.1f} |")
+            f"| {r['load']:.1f} ({busy_cell(r)}) |")
     lines += ["", "Local links (the replay's source, LTOWRAP_JOBS=2, empty cache):", ""]
     for name, rec in locals_.items():
         times = [b["end"] - b["start"] for b in rec["backends"]]
