@@ -59,8 +59,9 @@ last answered); ltowrap's own CPU (the log's cpu.self) per executed job, and tha
 local link's, per job; bytes uploaded and deduplicated (the log's remote_uploaded and
 remote_deduplicated); retries; the median time a job waited in the server's queue; the server's
 CPU over the link (every process of its, from /proc) and per executed job; where a job's time
-went (`legs`, medians: submit, queue, worker, back; see job_legs); and bench/projection.py's
-figure for the case (its makespan and overhead model, the overhead fitted on the execute-mode
+went (`legs`, medians: submit, queue, worker, back; see job_legs); how busy the machine's
+cores were over the link (/proc/stat: every process, other users' too) and the proxy's CPU;
+and bench/projection.py's figure for the case (its makespan and overhead model, the overhead fitted on the execute-mode
 run on the fewest workers at the same round trip).
 
 --matrix cross (default) runs every mode and worker count at the middle round trip (2 ms),
