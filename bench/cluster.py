@@ -1,9 +1,10 @@
-"""Scale-out, simulated: the real client, a real BuildGrid, replay workers, a network between them.
+"""Scale-out, simulated: the real client, a real server (BuildGrid or Buildbarn), replay workers, a network between them.
 
-    .venv/bin/python bench/cluster.py [--project lua redis synthetic] [--mode execute hybrid]
+    .venv/bin/python bench/cluster.py [--engine buildgrid|buildbarn [--bb-transfers N]]
+        [--project lua redis synthetic] [--mode execute hybrid]
         [--workers 8 32 128] [--rtt 0.2 2 20] [--rate-mbit 1000] [--modules 400] [--speed 1]
         [--matrix full|cross] [--no-worker-cache] [--tuning deployment|test] [--proactive-fetch]
-        [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse]]
+        [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse [--record-again] | --prepare-only]]
 
 Every part is real except the compile itself. For each project:
 1. the objects are built through ltowrap (bench/coldlink.py's prepare_project), so each module
@@ -19,6 +20,24 @@ Every part is real except the compile itself. For each project:
    then runs on an empty cache with LTOWRAP_REMOTE through the proxy: `execute`
    (remote_local = false: every job to the workers) or `hybrid` (remote_local = true, 2
    local slots beside them), LTOWRAP_REMOTE_JOBS = 2 x workers (--jobs-per-worker), the memo off.
+
+--engine buildbarn runs step 2 on Buildbarn instead (tests/buildbarn_server.py: bb_storage with
+the CAS and action cache in memory, bb_scheduler, one bb_worker with `workers` slots, its
+bb_runner), where only the compile is not real: bb_worker takes each action from the scheduler,
+fetches its input root from the CAS into a build directory (hard links from its file cache, so
+a blob is fetched once per run, as a worker machine's cache does), has bb_runner run the
+Command, and uploads out.o and the result. The Command is the client's, unchanged; its argv[0]
+is clang's absolute path, which bb_runner executes as it is (no PATH lookup, only the
+Command's environment). So bb_runner runs in a mount namespace of its own (unshare(1)) where
+that path is bench/bb_replay.c, bind-mounted over clang (buildbarn_server.replay_runner): a
+small C program built for the replay directory and --speed, which reads the module off
+`m/<rank>-<digest>.o` as the BuildGrid replay does, waits its recorded compile time / --speed,
+and writes the recorded object to the -o path. No other process sees the mount. The server
+is bb_storage and bb_scheduler (their CPU is the server's); bb_worker and bb_runner are the
+workers' side. --bb-transfers sets bb_worker's download and upload concurrency (for all its
+slots together; 64 by default, where a cluster of one-slot workers would have that per worker).
+The BuildGrid-only options (--tuning, --separate-cas, --split, --assigners, --worker-cache,
+--profile-server) do not apply to it.
 
 The cluster is set up as a deployment would be, not as the tests are: each worker process keeps
 the blobs it fetched (--worker-cache, on: buildbox-casd's local CAS), the scheduler and bots
@@ -38,14 +57,16 @@ compile times on the workers (and the 2 local slots, hybrid), longest first, wit
 the jobs per second the client sustained (remote jobs over the span from the first sent to the
 last answered); ltowrap's own CPU (the log's cpu.self) per executed job, and that less the
 local link's, per job; bytes uploaded and deduplicated (the log's remote_uploaded and
-remote_deduplicated); retries; the median time a job waited in the server's queue; BuildGrid's
+remote_deduplicated); retries; the median time a job waited in the server's queue; the server's
 CPU over the link (every process of its, from /proc) and per executed job; where a job's time
-went (`legs`, medians: submit, queue, worker, back; see job_legs); and bench/projection.py's figure for the case (its makespan and overhead model, the overhead fitted
-on the case `--fit` names: the execute-mode run on the fewest workers at the same round trip).
+went (`legs`, medians: submit, queue, worker, back; see job_legs); how busy the machine's
+cores were over the link (/proc/stat: every process, other users' too) and the proxy's CPU;
+and bench/projection.py's figure for the case (its makespan and overhead model, the overhead fitted on the execute-mode
+run on the fewest workers at the same round trip).
 
 --matrix cross (default) runs every mode and worker count at the middle round trip (2 ms),
 and the other round trips at 32 workers; full runs every combination. --profile-server samples
-BuildGrid with py-spy during each link (bgd-profile.txt, and each thread's CPU beside it).
+BuildGrid with py-spy during each link (server-profile.txt, and each thread's CPU beside it).
 Writes bench/out/<date>-cluster.{json,md}.
 """
 
@@ -65,6 +86,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -126,15 +148,42 @@ def proxy(server_url: str, rtt_ms: float, rate_mbit: float, tmp: Path):
             time.sleep(0.02)
         yield f"grpc://127.0.0.1:{port_file.read_text()}", stats
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        used = _stop_reaped(proc)
         if stats_file.exists():
             stats.update(json.loads(stats_file.read_text()))
+        # The proxy's CPU over its life (start, the round-trip probe, the link): what it adds to the
+        # machine's load, which a real network would not.
+        stats["cpu_s"] = used
+
+
+def _stop_reaped(proc: subprocess.Popen) -> float | None:
+    """SIGTERM proc (SIGKILL after 10 s), reap it with wait4 and return the CPU seconds it used
+    (None if it had already been reaped)."""
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # Popen reaped it already
+            return None
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return round(usage.ru_utime + usage.ru_stime, 2)
+        if time.monotonic() > deadline:
+            os.kill(proc.pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.02)
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, every core, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
 
 
 def round_trip_ms(url: str, n: int = 21) -> float:
@@ -235,6 +284,75 @@ def tuning_of(a: argparse.Namespace) -> reapi_server.SchedulerTuning:
                                proactive_fetch=base.proactive_fetch if a.proactive_fetch is None else a.proactive_fetch)
 
 
+@dataclasses.dataclass
+class Cluster:
+    """A running simulated cluster, whichever engine: the server's URL (the client's goes through
+    the proxy), its processes by name and process group (each leads a session of its own), which
+    of them are the server (not the workers), and what its replay workers did once the link ends."""
+
+    url: str
+    groups: dict[str, int]
+    server: tuple[str, ...]
+    bots_up: float
+    workers_did: Callable[[], dict]  # replayed, worker_fetched, worker_from_server (None: not known)
+
+
+@contextmanager
+def buildgrid_cluster(workers: int, a: argparse.Namespace, replay: Path, tmp: Path) -> Iterator[Cluster]:
+    """BuildGrid with PostgreSQL and `workers` replay bots (tests/reapi_worker.py --replay)."""
+    with reapi_server.exec_server(tmp / "bgd", workers=0, toolchains=[toolchain_line()],
+                                  threads=(1 + a.jobs_per_worker) * workers + 64, tuning=tuning_of(a),
+                                  separate_cas=a.separate_cas, split=a.split) as server:
+        t = time.monotonic()
+        procs = [server.start_worker(wait=False, replay=replay, speed=a.speed, bots=min(BOTS_PER_PROCESS, workers - i),
+                                     blob_cache=a.worker_cache)
+                 for i in range(0, workers, BOTS_PER_PROCESS)]
+        server.wait_workers()
+        bots_up = time.monotonic() - t
+
+        def pid_of(name: str) -> int:
+            path = tmp / "bgd" / f"{name}.pid"
+            return int(path.read_text().split()[0]) if path.exists() else 0
+
+        def did() -> dict:
+            logs = [server.worker_log(i) for i in range(len(procs))]
+            # The bytes of the jobs' input trees, and of those the part read from the server (the
+            # rest came from the workers' blob caches).
+            return {"replayed": sum(log.count(" replayed ") for log in logs),
+                    "worker_fetched": sum(int(n) for log in logs
+                                          for n in re.findall(r" replayed \S+: (\d+) bytes fetched", log)),
+                    "worker_from_server": sum(int(n) for log in logs
+                                              for n in re.findall(r" bytes fetched, (\d+) from the server", log))}
+
+        groups = {"bgd": pid_of("bgd-exec"), "bgd_cas": pid_of("bgd-cas"), "bgd_bots": pid_of("bgd-bots"),
+                  "postgres": server.postgres.proc.pid if server.postgres.proc else 0,
+                  **{f"bots{i}": w.pid for i, w in enumerate(procs)}}
+        yield Cluster(server.url, groups, ("bgd", "bgd_cas", "bgd_bots"), bots_up, did)
+
+
+@contextmanager
+def buildbarn_cluster(workers: int, a: argparse.Namespace, replay: Path, tmp: Path) -> Iterator[Cluster]:
+    """Buildbarn: bb_storage, bb_scheduler, one bb_worker with `workers` slots and its bb_runner,
+    which runs bench/bb_replay.c where the actions name clang (buildbarn_server.replay_runner)."""
+    import buildbarn_server
+
+    compiler = LLVM / "clang"  # the backend's argv[0]: LTOWRAP_CLANG (bench/coldlink.py), no remote_compiler
+    wrap = buildbarn_server.replay_runner(replay, a.speed, compiler, compiler, tmp / "bb-replay")
+    (replay / "replayed.log").unlink(missing_ok=True)
+    t = time.monotonic()
+    with buildbarn_server.bb_exec_server(tmp / "bb", concurrency=workers, runner_wrap=wrap,
+                                         transfer_concurrency=a.bb_transfers) as server:
+        bots_up = time.monotonic() - t
+        (replay / "replayed.log").unlink(missing_ok=True)  # the start-up's probe is /bin/true, not a replay
+
+        def did() -> dict:
+            return {"replayed": len(buildbarn_server.replayed(replay)), "worker_fetched": None,
+                    "worker_from_server": None}
+
+        groups = {name.replace("-", "_"): pid for name, pid in server.pids.items()}
+        yield Cluster(server.url, groups, ("bb_storage", "bb_scheduler"), bots_up, did)
+
+
 def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Namespace, where: Path, line: str,
              env: dict[str, str], local: dict, replay: Path, tmp: Path) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)  # a --reuse run's earlier case: its server's pid file would fool the start
@@ -243,18 +361,10 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
     out = words[words.index("-o") + 1]
     started = time.time()
     load = os.getloadavg()[0]
+    start_cluster = buildbarn_cluster if a.engine == "buildbarn" else buildgrid_cluster
     with ExitStack() as stack:
-        server = stack.enter_context(reapi_server.exec_server(tmp / "bgd", workers=0, toolchains=[toolchain_line()],
-                                                              threads=(1 + a.jobs_per_worker) * workers + 64,
-                                                              tuning=tuning_of(a), separate_cas=a.separate_cas,
-                                                              split=a.split))
-        t = time.monotonic()
-        procs = [server.start_worker(wait=False, replay=replay, speed=a.speed, bots=min(BOTS_PER_PROCESS, workers - i),
-                                     blob_cache=a.worker_cache)
-                 for i in range(0, workers, BOTS_PER_PROCESS)]
-        server.wait_workers()
-        bots_up = time.monotonic() - t
-        url, net = stack.enter_context(proxy(server.url, rtt, a.rate_mbit, tmp))
+        cluster = stack.enter_context(start_cluster(workers, a, replay, tmp))
+        url, net = stack.enter_context(proxy(cluster.url, rtt, a.rate_mbit, tmp))
         rtt_got = round_trip_ms(url)
         log = tmp / "link.jsonl"
         cache = cold_cache(env, tmp / "cache")
@@ -267,45 +377,33 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
         if a.profile:  # py-spy's samples of every Python process of the link, threads included
             argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--threads", "--idle",
                     "--format", "raw", "--rate", "200", "-o", str(tmp / "profile.txt"), "--", *argv]
-        # The processes of the cluster, by process group (each was started in its own session):
-        # their CPU over the link alone, not over their start-up.
-        bgd_pid = int((tmp / "bgd" / "bgd-exec.pid").read_text().split()[0])
-        def pid_of(name: str) -> int:
-            path = tmp / "bgd" / f"{name}.pid"
-            return int(path.read_text().split()[0]) if path.exists() else 0
-
-        groups = {"bgd": bgd_pid, "bgd_cas": pid_of("bgd-cas"), "bgd_bots": pid_of("bgd-bots"),
-                  "postgres": server.postgres.proc.pid if server.postgres.proc else 0,
-                  **{f"bots{i}": w.pid for i, w in enumerate(procs)}}
-        before = group_cpu(groups)
-        with server_profile(bgd_pid, tmp / "bgd-profile.txt") if a.profile_server else ExitStack():
+        # The cluster's CPU over the link alone, not over its start-up.
+        before, busy_before = group_cpu(cluster.groups), machine_busy()
+        profiled = cluster.groups[cluster.server[0]]
+        with server_profile(profiled, tmp / "server-profile.txt") if a.profile_server else ExitStack():
             run = measure(argv, where, run_env, tmp / "link.out")
-        after = group_cpu(groups)
-        cluster_cpu = {"bgd": round(after["bgd"] - before["bgd"], 2),
-                       "bgd_cas": round(after["bgd_cas"] - before["bgd_cas"], 2),
-                       "bgd_bots": round(after["bgd_bots"] - before["bgd_bots"], 2),
-                       "postgres": round(after["postgres"] - before["postgres"], 2),
-                       "bots": round(sum(after[g] - before[g] for g in groups if g.startswith("bots")), 2)}
+        after, busy_after = group_cpu(cluster.groups), machine_busy()
+        cluster_cpu = {g: round(after[g] - before[g], 2) for g in cluster.groups if not g.startswith("bots")}
+        if any(g.startswith("bots") for g in cluster.groups):
+            cluster_cpu["bots"] = round(sum(after[g] - before[g] for g in cluster.groups if g.startswith("bots")), 2)
         record = record_of(log)
-        legs = job_legs(server.url, record)
-        replayed = sum(server.worker_log(i).count(" replayed ") for i in range(len(procs)))
-        # The bytes of the jobs' input trees, and of those the part read from the server (the rest
-        # came from the workers' blob caches).
-        fetched = sum(int(n) for i in range(len(procs))
-                      for n in re.findall(r" replayed \S+: (\d+) bytes fetched", server.worker_log(i)))
-        from_server = sum(int(n) for i in range(len(procs))
-                          for n in re.findall(r" bytes fetched, (\d+) from the server", server.worker_log(i)))
+        legs = job_legs(cluster.url, record)
+        did = cluster.workers_did()
     # the proxy's stats are in `net` once it has stopped (the ExitStack closed it)
-    result = summarise(project, mode, workers, rtt, a, run, record, local, net, rtt_got, replayed, bots_up,
-                       started, load)
+    result = summarise(project, mode, workers, rtt, a, run, record, local, net, rtt_got, did["replayed"],
+                       cluster.bots_up, started, load)
     executed = result["executed"] or 1
-    result |= {"cluster_cpu": cluster_cpu, "bgd_cpu_ms_per_job": round(1000 * cluster_cpu["bgd"] / executed, 1),
-               "legs": legs, "worker_fetched": fetched, "worker_from_server": from_server, "worker_cache": a.worker_cache,
+    server_cpu = sum(cluster_cpu[g] for g in cluster.server)
+    # How busy the machine's cores were over the link, every process counted (others' too).
+    busy = (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1e-9)
+    result |= {"engine": a.engine, "cluster_cpu": cluster_cpu, "machine_busy": round(busy, 3),
+               "proxy_cpu_s": net.get("cpu_s"), "server_groups": list(cluster.server),
+               "server_cpu": round(server_cpu, 2), "server_cpu_ms_per_job": round(1000 * server_cpu / executed, 1),
+               "legs": legs, **did, "worker_cache": a.worker_cache or a.engine == "buildbarn",
                "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
                "separate_cas": a.separate_cas or a.split, "split": a.split}
-    # BuildGrid's CPU per job, whichever processes it ran as
-    result["bgd_cpu_ms_per_job"] = round(1000 * (cluster_cpu["bgd"] + cluster_cpu["bgd_cas"] + cluster_cpu["bgd_bots"])
-                                         / executed, 1)
+    if a.engine == "buildgrid":  # the name earlier results have
+        result["bgd_cpu_ms_per_job"] = result["server_cpu_ms_per_job"]
     return result
 
 
@@ -424,20 +522,37 @@ def legs_cell(legs: dict[str, float]) -> str:
     return " / ".join(f"{legs[k]:.2f}" if k in legs else "—" for k in ("submit", "queue", "worker", "back"))
 
 
-def bgd_cpu(r: dict) -> str:
-    """BuildGrid's CPU over the link and per executed job; by process when it ran as several."""
+def server_cpu(r: dict) -> str:
+    """The server's CPU over the link and per executed job; by process where it ran as several
+    (the workers' side, BuildGrid's bots or bb_worker and bb_runner, is not the server's)."""
     cpu = r["cluster_cpu"]
+    if r.get("engine", "buildgrid") == "buildbarn":
+        return (f"{r['server_cpu']:.1f} ({r['server_cpu_ms_per_job']:.0f}) = storage {cpu['bb_storage']:.1f} + "
+                f"scheduler {cpu['bb_scheduler']:.1f}; worker {cpu['bb_worker']:.1f} + runner {cpu['bb_runner']:.1f}")
     total = cpu["bgd"] + cpu.get("bgd_cas", 0) + cpu.get("bgd_bots", 0)
     parts = (f" = exec {cpu['bgd']:.1f} + bots {cpu['bgd_bots']:.1f} + CAS {cpu['bgd_cas']:.1f}" if r.get("split")
              else f" = exec {cpu['bgd']:.1f} + CAS {cpu['bgd_cas']:.1f}" if r.get("separate_cas") else "")
     return f"{total:.1f} ({r['bgd_cpu_ms_per_job']:.0f}){parts}"
 
 
+def busy_cell(r: dict) -> str:
+    busy = f"{100 * r['machine_busy']:.0f} %" if r.get("machine_busy") is not None else "—"
+    return f"{busy}; {r['proxy_cpu_s']:.1f}" if r.get("proxy_cpu_s") is not None else busy
+
+
+def polling(r: dict) -> str:
+    if r.get("engine", "buildgrid") == "buildbarn":
+        return f"Buildbarn, 1 bb_worker x {r['workers']} slots"
+    t = r["tuning"]
+    return (f"{t['name']} ({t['assigners']}){', proactive' if t.get('proactive_fetch') else ''}"
+            f"{', split' if r.get('split') else ', CAS apart' if r.get('separate_cas') else ''}")
+
+
 def table(results: list[dict], locals_: dict[str, dict]) -> str:
     lines = ["| link | mode | workers | RTT ms (measured) | wall s | ideal s | wall/ideal | local s | projection s "
              "(error) | executed / here (raced) | jobs/s | ltowrap CPU ms/job (over local) | uploaded MB "
-             "(dedup MB) | retries | queued median s | job legs s: submit / queue / worker / back | bgd CPU s (ms/job) "
-             "| worker cache | polling (assigners) | load |",
+             "(dedup MB) | retries | queued median s | job legs s: submit / queue / worker / back | server CPU s "
+             "(ms/job) | worker cache | polling (assigners) | load (cores busy over the link; proxy CPU s) |",
              "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---|---|---:|---:|---|---|---|---|---:|"]
     for r in results:
         proj = f"{r['projection']:.2f} ({100 * r['projection_error']:+.0f} %)" if "projection" in r else "—"
@@ -449,10 +564,9 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
             f"| {r['uploaded'] / 1e6:.1f} ({r['deduplicated'] / 1e6:.1f}) | {r['retries']} "
             f"| {r['queued_median'] if r['queued_median'] is not None else '—'} "
             f"| {legs_cell(r.get('legs') or {})} "
-            f"| {bgd_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
-            f"| {r['tuning']['name']} ({r['tuning']['assigners']}){', proactive' if r['tuning'].get('proactive_fetch') else ''}"
-            f"{', split' if r.get('split') else ', CAS apart' if r.get('separate_cas') else ''} "
-            f"| {r['load']:.1f} |")
+            f"| {server_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
+            f"| {polling(r)} "
+            f"| {r['load']:.1f} ({busy_cell(r)}) |")
     lines += ["", "Local links (the replay's source, LTOWRAP_JOBS=2, empty cache):", ""]
     for name, rec in locals_.items():
         times = [b["end"] - b["start"] for b in rec["backends"]]
@@ -462,8 +576,56 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def record_local(line: str, where: Path, env: dict[str, str], tmp: Path) -> tuple[dict, Path, bytes]:
+    """The link run locally on an empty cache (only the build's option records): its log record,
+    the replay directory made from it, and the binary it wrote."""
+    words = shlex.split(line)
+    out = words[words.index("-o") + 1]
+    (where / out).unlink(missing_ok=True)
+    log = tmp / "local.jsonl"
+    log.unlink(missing_ok=True)
+    cache = cold_cache(env, tmp / "local-cache")
+    measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log),
+                                             "LTOWRAP_MEMO": "0"}, tmp / "local.out")
+    local = record_of(log)
+    expected = (where / out).read_bytes()
+    shutil.rmtree(tmp / "replay", ignore_errors=True)
+    replay = reapi_server.replay_dir(local, cache, tmp / "replay")
+    (tmp / "expected.bin").write_bytes(expected)
+    return local, replay, expected
+
+
+def prepare(name: str, a: argparse.Namespace, tmp: Path) -> tuple[Path, str, dict[str, str], dict, Path, bytes, str | None]:
+    """A project built through ltowrap and its link run locally on an empty cache: (the directory
+    the link runs in, the link line, ltowrap's environment, the local link's log record, the
+    replay directory, the binary it wrote, and when it was prepared if reused from --keep)."""
+    prepared = tmp / name / "prepared.json"
+    if a.reuse and prepared.exists():
+        # A --keep directory from an earlier run: its build, local link and replay as they were.
+        saved = json.loads(prepared.read_text())
+        where, env = Path(saved["where"]), saved["env"]
+        # The link runs this checkout's ltowrap, not the one that prepared the directory.
+        line = re.sub(r"[^\s;]*/ltowrap-clang(?=\s)", str(SCRIPTS / "ltowrap-clang"), saved["line"])
+        if a.record_again:  # the build as it was, the local link recorded now
+            local, replay, expected = record_local(line, where, env, tmp / name)
+            return where, line, env, local, replay, expected, f"{saved['when']}, local link recorded again"
+        return (where, line, env, record_of(tmp / name / "local.jsonl"), tmp / name / "replay",
+                (tmp / name / "expected.bin").read_bytes(), saved["when"])
+    (tmp / name).mkdir()
+    where, line, env = prepare_project(name, tmp / name, a.modules)
+    local, replay, expected = record_local(line, where, env, tmp / name)
+    prepared.write_text(json.dumps({"where": str(where), "line": line, "env": env,
+                                    "when": datetime.datetime.now().isoformat(timespec="minutes")}))
+    return where, line, env, local, replay, expected, None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--engine", choices=["buildgrid", "buildbarn"], default="buildgrid",
+                   help="the REAPI server: BuildGrid with replay bots (default), or Buildbarn with bb_runner "
+                   "executing bench/bb_replay.c in clang's place")
+    p.add_argument("--bb-transfers", type=int, default=64, help="buildbarn: the blobs bb_worker fetches and "
+                   "uploads at once, for all its slots (a cluster of single-slot workers has this many per worker)")
     p.add_argument("--project", nargs="+", default=["lua", "redis", "synthetic"], choices=["lua", "redis", "synthetic"])
     p.add_argument("--mode", nargs="+", default=["execute", "hybrid"], choices=["execute", "hybrid"])
     p.add_argument("--workers", nargs="+", type=int, default=[8, 32, 128])
@@ -479,6 +641,10 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="run each remote link under py-spy (pip install py-spy); "
                    "its samples in the case's directory, profile.txt (with --keep)")
     p.add_argument("--keep", type=Path, help="work here and keep it (logs of the server, bots and links)")
+    p.add_argument("--record-again", action="store_true", help="with --reuse: the build as it is, its local link "
+                   "run and recorded again (on a quieter machine than the first time, say)")
+    p.add_argument("--prepare-only", action="store_true", help="with --keep: build the projects and record their "
+                   "local links, run no case (a later --reuse run takes them)")
     p.add_argument("--reuse", action="store_true", help="with --keep: a project already prepared there (its build, "
                    "local link and replay) is reused as it is, not built again; the table says so")
     p.add_argument("--worker-cache", action=argparse.BooleanOptionalAction, default=True,
@@ -497,8 +663,12 @@ def main() -> int:
                    "Execution and Operations, the workers' Bots and assigners (implies --separate-cas)")
     p.add_argument("--assigners", type=int, default=1, help="BuildGrid's job assigner threads")
     p.add_argument("--profile-server", action="store_true", help="sample BuildGrid's process with py-spy during "
-                   "each remote link (active samples, every thread): bgd-profile.txt in the case's directory")
+                   "each remote link (active samples, every thread): server-profile.txt in the case's directory")
     a = p.parse_args()
+    if a.engine == "buildbarn" and a.profile_server:
+        p.error("--profile-server samples BuildGrid's Python process: not with --engine buildbarn")
+    if a.prepare_only and not a.keep:
+        p.error("--prepare-only needs --keep")
     if a.separate_cas is None:
         a.separate_cas = a.tuning == "deployment"
     stamp = datetime.datetime.now().astimezone()
@@ -513,33 +683,11 @@ def main() -> int:
         else:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ltowrap-cluster-")))
         for name in a.project:
-            prepared = tmp / name / "prepared.json"
-            if a.reuse and prepared.exists():
-                # A --keep directory from an earlier run: its build, local link and replay as they were.
-                saved = json.loads(prepared.read_text())
-                where, env = Path(saved["where"]), saved["env"]
-                # The link runs this checkout's ltowrap, not the one that prepared the directory.
-                line = re.sub(r"[^\s;]*/ltowrap-clang(?=\s)", str(SCRIPTS / "ltowrap-clang"), saved["line"])
-                local = record_of(tmp / name / "local.jsonl")
-                expected = (tmp / name / "expected.bin").read_bytes()
-                replay = tmp / name / "replay"
-                reused.append(f"{name} from {saved['when']}")
-            else:
-                (tmp / name).mkdir()
-                where, line, env = prepare_project(name, tmp / name, a.modules)
-                words = shlex.split(line)
-                out = words[words.index("-o") + 1]
-                (where / out).unlink(missing_ok=True)
-                log = tmp / name / "local.jsonl"
-                cache = cold_cache(env, tmp / name / "local-cache")
-                measure(["sh", "-c", line], where, env | {"LTOWRAP_CACHE_DIR": str(cache), "LTOWRAP_LOG": str(log),
-                                                         "LTOWRAP_MEMO": "0"}, tmp / name / "local.out")
-                local = record_of(log)
-                expected = (where / out).read_bytes()
-                replay = reapi_server.replay_dir(local, cache, tmp / name / "replay")
-                (tmp / name / "expected.bin").write_bytes(expected)
-                prepared.write_text(json.dumps({"where": str(where), "line": line, "env": env,
-                                                "when": datetime.datetime.now().isoformat(timespec="minutes")}))
+            where, line, env, local, replay, expected, when = prepare(name, a, tmp)
+            if when is not None:
+                reused.append(f"{name} from {when}")
+            if a.prepare_only:
+                continue
             words = shlex.split(line)
             out = words[words.index("-o") + 1]
             locals_[name] = local
@@ -554,6 +702,8 @@ def main() -> int:
                 mine.append(r)
             projected(mine, local)
             results += mine
+    if a.prepare_only:
+        return 0
     note = f"; reused from --keep: {', '.join(reused)}" if reused else ""
     write_results(a.out, stamp, "cluster", "Simulated cluster", load[0], table(results, locals_),
                   {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)}, "locals": locals_, "results": results}, note)

@@ -24,9 +24,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reapi_server import (JWT_AUDIENCE, STARTUP_TIMEOUT_S, SecureServer, _b64url, _log_tail, _wait_for, free_port,
@@ -60,12 +60,13 @@ def _serves(port: int) -> bool:
 
 @contextmanager
 def _bb_process(name: str, binary: str, config: str, env: dict[str, str], workdir: Path,
-                port: int | None) -> Iterator[subprocess.Popen[bytes]]:
-    """Start .buildbarn/bin/<binary> on dev/buildbarn/config/<config>; yield once `port` takes
-    connections (at once when None), stop it on exit."""
+                port: int | None, wrap: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """Start .buildbarn/bin/<binary> on dev/buildbarn/config/<config> (behind the `wrap` argv,
+    which must exec it in its own place); yield once `port` takes connections (at once when
+    None), stop it on exit."""
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(BB_BIN / binary), str(BB_CONFIG / config)], env=env,
+        proc = subprocess.Popen([*wrap, str(BB_BIN / binary), str(BB_CONFIG / config)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=workdir)
     try:
@@ -82,7 +83,7 @@ def _env(state: Path, **values: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BB_DIR": str(state), "BB_SCHEDULER": "",
            "BB_SCHEDULER_CLIENTS": "", "BB_SCHEDULER_WORKERS": "", "BB_RUNNER": "", "BB_CONCURRENCY": "1",
            "BB_PLATFORM": "[]", "BB_WORKER_NAME": WORKER_NAME, "BB_TLS_CERT": "", "BB_TLS_KEY": "",
-           "BB_JWKS": "", "BB_JWT_AUDIENCE": ""}
+           "BB_JWKS": "", "BB_JWT_AUDIENCE": "", "BB_TRANSFER_CONCURRENCY": "10"}
     env.update(values)
     return env
 
@@ -168,9 +169,40 @@ class BuildbarnServer:
     url: str  # bb_storage's: CAS, action cache, and Execute forwarded to the scheduler
     instance: str
     workdir: Path  # the logs: bb-storage.log, bb-scheduler.log, bb-worker.log, bb-runner.log
+    # Each process's PID, by log name; each leads a process group (and session) of its own.
+    pids: dict[str, int] = field(default_factory=dict)
 
     def log(self, name: str) -> str:
         return (self.workdir / f"{name}.log").read_text(errors="replace")
+
+
+REPLAY_SOURCE = REPO / "bench" / "bb_replay.c"
+
+
+def replay_runner(replay: Path, speed: float, compiler: Path, clang: Path, out: Path) -> list[str]:
+    """The runner_wrap of a replaying Buildbarn (bench/cluster.py --engine buildbarn): builds
+    bench/bb_replay.c for `replay` (reapi_server.replay_dir's directory) and `speed` into `out`,
+    and returns an argv that starts bb_runner in a mount namespace of its own where `compiler`
+    (the path the actions name as argv[0]) is that program, bind-mounted over it. Nothing else
+    changes: bb_worker, the scheduler and the client see the actions as they are, and no other
+    process sees the mount. Needs unshare(1) and mount(8), and root or user namespaces."""
+    replay = replay.resolve()
+    times = json.loads((replay / "times.json").read_text())
+    (replay / "times.txt").write_text("".join(f"{digest} {seconds}\n" for digest, seconds in sorted(times.items())))
+    subprocess.run([str(clang), "-O2", f'-DREPLAY_DIR="{replay}"', f"-DSPEED={float(speed)!r}", str(REPLAY_SOURCE),
+                    "-o", str(out)], check=True, stdin=subprocess.DEVNULL)
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        unshare.append("--map-root-user")  # an unprivileged user's mount namespace, where it may bind-mount
+    # The bind mount follows a symlink at `compiler` and covers the file it names.
+    return [*unshare, "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "bb-runner-replay",
+            str(out.resolve()), str(compiler)]
+
+
+def replayed(replay: Path) -> list[str]:
+    """The module digests bench/bb_replay.c replayed from `replay` so far, one an action."""
+    log = replay / "replayed.log"
+    return log.read_text().split() if log.exists() else []
 
 
 def platform_properties(platform: dict[str, str]) -> str:
@@ -205,11 +237,15 @@ def _probe(url: str, instance: str, platform: dict[str, str], timeout: float) ->
 
 @contextmanager
 def bb_exec_server(tmp_path: Path, instance: str = "", concurrency: int = 2,
-                   platform: dict[str, str] | None = None) -> Iterator[BuildbarnServer]:
+                   platform: dict[str, str] | None = None, runner_wrap: Sequence[str] = (),
+                   transfer_concurrency: int = 10) -> Iterator[BuildbarnServer]:
     """bb_storage, bb_scheduler, one bb_worker with `concurrency` runner threads and its bb_runner.
 
     platform: the worker's platform properties (default OSFamily=<this OS>, what ltowrap sends
     by default); Buildbarn runs an action only on a worker whose platform equals the action's.
+    runner_wrap: an argv bb_runner is started behind (it must exec bb_runner in its place);
+    bench/cluster.py's replay starts it in a mount namespace of its own.
+    transfer_concurrency: the blobs the worker fetches and uploads at once, for all its slots.
     Yields once a probe action has run, so the worker is registered."""
     bb_bin_or_missing()
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -221,18 +257,23 @@ def bb_exec_server(tmp_path: Path, instance: str = "", concurrency: int = 2,
     env = _env(state, BB_STORAGE=f"127.0.0.1:{storage}", BB_SCHEDULER=f"127.0.0.1:{clients}",
                BB_SCHEDULER_CLIENTS=f"127.0.0.1:{clients}", BB_SCHEDULER_WORKERS=f"127.0.0.1:{workers}",
                BB_RUNNER=f"127.0.0.1:{runner}", BB_CONCURRENCY=str(concurrency),
-               BB_PLATFORM=platform_properties(platform))
+               BB_PLATFORM=platform_properties(platform), BB_TRANSFER_CONCURRENCY=str(transfer_concurrency))
     url = f"grpc://127.0.0.1:{storage}"
     with ExitStack() as stack:
         # Stopped in reverse: the worker before the runner, the scheduler and the storage.
-        stack.enter_context(_bb_process("bb-storage", "bb_storage", "storage.jsonnet", env, tmp_path, storage))
-        stack.enter_context(_bb_process("bb-scheduler", "bb_scheduler", "scheduler.jsonnet", env, tmp_path, workers))
-        stack.enter_context(_bb_process("bb-runner", "bb_runner", "runner.jsonnet", env, tmp_path, runner))
-        worker = stack.enter_context(_bb_process("bb-worker", "bb_worker", "worker.jsonnet", env, tmp_path, None))
+        procs = {"bb-storage": stack.enter_context(_bb_process("bb-storage", "bb_storage", "storage.jsonnet", env,
+                                                              tmp_path, storage)),
+                 "bb-scheduler": stack.enter_context(_bb_process("bb-scheduler", "bb_scheduler", "scheduler.jsonnet",
+                                                                env, tmp_path, workers)),
+                 "bb-runner": stack.enter_context(_bb_process("bb-runner", "bb_runner", "runner.jsonnet", env,
+                                                             tmp_path, runner, runner_wrap))}
+        worker = procs["bb-worker"] = stack.enter_context(_bb_process("bb-worker", "bb_worker", "worker.jsonnet",
+                                                                      env, tmp_path, None))
         try:
             _probe(url, instance, platform, STARTUP_TIMEOUT_S)
         except RuntimeError as e:
             state_now = "running" if worker.poll() is None else f"exited with {worker.returncode}"
             raise RuntimeError(f"{e}\nbb_worker ({state_now}):\n{_log_tail(tmp_path / 'bb-worker.log')}\n"
                                f"bb_scheduler:\n{_log_tail(tmp_path / 'bb-scheduler.log')}") from None
-        yield BuildbarnServer(url=url, instance=instance, workdir=tmp_path)
+        yield BuildbarnServer(url=url, instance=instance, workdir=tmp_path,
+                              pids={name: proc.pid for name, proc in procs.items()})

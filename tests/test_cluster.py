@@ -1,5 +1,7 @@
 """The simulated cluster of bench/cluster.py, small: replay workers (tests/reapi_worker.py --replay)
-answering a real link through a real BuildGrid on loopback.
+answering a real link through a real BuildGrid on loopback, and the Buildbarn replay
+(bench/cluster.py --engine buildbarn: a real bb_worker whose bb_runner runs bench/bb_replay.c
+where the actions name clang).
 
 A local cold link records each backend's compile time and object; 16 replay bots in one
 process then serve the same link in execute mode: each fetches its job's inputs from the
@@ -19,6 +21,8 @@ import pytest
 
 from helpers import link_all, links_of, ltowrap_env, machine, many_modules, run, stats_json, toolchain_line
 from needs import require_module
+from buildbarn_server import bb_exec_server, replay_runner, replayed
+from reapi_engines import engine_or_missing
 from reapi_server import exec_server, replay_dir
 
 require_module("grpc")
@@ -107,4 +111,30 @@ def test_a_module_the_replay_does_not_know_fails_its_action_and_compiles_here(pr
     remote = {b["module"]: b for b in links_of(tmp_path / "a.log")[-1]["backends"]}
     assert remote["m0.o"]["source"] == "compiled" and "exited 1" in remote["m0.o"]["remote_error"]
     assert all(b["source"] == "remote" for m, b in remote.items() if m != "m0.o")
+    assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()
+
+
+def test_buildbarn_replay_runs_every_job_once_in_clangs_place_and_the_binary_is_the_local_one(project, tmp_path,
+                                                                                              tc22):
+    """bench/cluster.py --engine buildbarn, small: bb_runner in a mount namespace where clang's
+    path is bench/bb_replay.c. The client's actions are unchanged (argv[0] is clang's path); each
+    job's inputs go through bb_worker's real fetch, its recorded object through the real upload."""
+    engine_or_missing("buildbarn")
+    objects = many_modules(project, tc22, 11)
+    record = local_link(project, tmp_path, tc22, objects)
+    replay = replay_dir(record, tmp_path / "local", tmp_path / "replay")
+    digests = {b["digest"] for b in record["backends"]}
+    wrap = replay_runner(replay, 20, Path(tc22.clang), Path(tc22.clang), tmp_path / "bb-replay")
+    with bb_exec_server(tmp_path / "bb", concurrency=8, runner_wrap=wrap) as server:
+        env = machine(tmp_path, "a", tc22, server.url, LTOWRAP_REMOTE_MODE="execute", LTOWRAP_REMOTE_LOCAL="0",
+                      LTOWRAP_REMOTE_JOBS="8", LTOWRAP_MEMO="0")
+        done = link_all(project, env, objects, "prog")
+    assert "ltowrap:" not in done.stderr, done.stderr
+    remote = links_of(tmp_path / "a.log")[-1]
+    assert {b["source"] for b in remote["backends"]} == {"remote"}, [b for b in remote["backends"]
+                                                                    if b["source"] != "remote"]
+    # Each module's job was replayed exactly once, by the program in clang's place.
+    assert sorted(replayed(replay)) == sorted(digests)
+    # Outside the runner's namespace clang is still clang.
+    assert run([tc22.clang, "--version"], project).stdout.startswith(("clang", "Ubuntu clang", "Debian clang"))
     assert (project / "prog").read_bytes() == (project / "prog-local").read_bytes()

@@ -31,7 +31,7 @@ grpc = require_module("grpc")
 from ltowrap import cache  # noqa: E402
 from ltowrap.formats import bitcode, shardkey  # noqa: E402
 from ltowrap.remote import action, protos  # noqa: E402
-from ltowrap.remote.client import BYTESTREAM, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
+from ltowrap.remote.client import BYTESTREAM, MAX_ATTEMPTS, V2, Client, Endpoint, RemoteError, key_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -420,7 +420,8 @@ class HeldSlot:
 def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid, tmp_path):
     """A server at its concurrent-RPC limit answers RESOURCE_EXHAUSTED: each lookup is asked again
     with backoff, the requests in flight come down to one while it pushes back and go up again
-    after, every retry is counted, and a refusal that outlasts remote_timeout is an error."""
+    after, every retry is counted, a refusal that outlasts remote_timeout is an error, and a
+    client given more attempts (Endpoint.attempts) goes on asking past the default's."""
     with cache_server(tmp_path / "bgd", threads=5, max_rpcs=1) as url:
         held = HeldSlot(url)
         impatient = Client(Endpoint(url, timeout=1.0))
@@ -429,13 +430,21 @@ def test_busy_server_answers_are_retried_with_fewer_requests_in_flight(buildgrid
         assert not refused.value.unreachable and impatient.pressure.retries > 0
         impatient.close()
 
-        client = Client(Endpoint(url, timeout=120.0, jobs=8))
+        # Room for more refusals than the default 8 attempts (about 3 s of backoff): a lookup
+        # that used them up before the release would fail, as it should, and how soon the
+        # release comes is this machine's load, not the client's.
+        client = Client(Endpoint(url, timeout=120.0, jobs=8, attempts=100))
         answers: list[object] = []
         lookups = [threading.Thread(target=lambda i=i: answers.append(client.get_action_result(key_of(b"%d" % i))))
                    for i in range(8)]
         for t in lookups:
             t.start()
         wait_until(lambda: client.pressure.lowest == 1, 120, "the requests in flight down to one")
+        # Held until the lookups were refused more than the default attempts allow (on average
+        # over the 8, so at least one of them was): the case a loaded machine reaches by chance.
+        # Lookups that gave up end the wait too: the answers below say which.
+        wait_until(lambda: client.pressure.retries > 8 * (MAX_ATTEMPTS - 1) or not all(t.is_alive() for t in lookups),
+                   120, "the default attempts used up")
         held.release()
         for t in lookups:
             t.join()

@@ -77,6 +77,7 @@ class Endpoint:
     timeout: float = 60.0  # one request
     exec_timeout: float = 600.0  # one execution, queueing included
     jobs: int = 16  # requests in flight at most (fewer while the server pushes back)
+    attempts: int = MAX_ATTEMPTS  # tries of a call the server keeps answering "not now", within timeout
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Endpoint:
@@ -264,9 +265,11 @@ class Client:
     def _backoff(self, attempt: int) -> float:
         return self._random.uniform(0, min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt))
 
-    def _retrying(self, what: str, attempt_call, attempts: int = MAX_ATTEMPTS):
-        """attempt_call(seconds left) until it answers, asked again on "not now" within remote_timeout."""
+    def _retrying(self, what: str, attempt_call, attempts: int | None = None):
+        """attempt_call(seconds left) until it answers, asked again on "not now" within remote_timeout,
+        `attempts` times at most (default: the endpoint's)."""
         deadline = time.monotonic() + self.endpoint.timeout
+        attempts = attempts or self.endpoint.attempts
         for attempt in range(attempts):
             left = deadline - time.monotonic()
             ticket = self.pressure.acquire()
@@ -289,7 +292,7 @@ class Client:
             time.sleep(pause)
         raise AssertionError("unreachable: the last attempt raises")
 
-    def _unary(self, method: str, request, response_type, what: str, attempts: int = MAX_ATTEMPTS,
+    def _unary(self, method: str, request, response_type, what: str, attempts: int | None = None,
                batch: bool = False):
         """One call, retried; `batch`: a refusal in one of its per-blob answers retries the whole call."""
         call = self.channel.unary_unary(method, request_serializer=lambda m: m.SerializeToString(),

@@ -32,8 +32,9 @@ local common = import 'common.libsonnet';
     }],
   }],
   filePool: { blockDevice: { file: { path: common.dir + '/filepool', sizeBytes: 1024 * 1024 * 1024 } } },
-  inputDownloadConcurrency: 10,
-  outputUploadConcurrency: 11,
+  // Blobs fetched and uploaded at once, for all the runner's slots together.
+  inputDownloadConcurrency: std.parseInt(std.extVar('BB_TRANSFER_CONCURRENCY')),
+  outputUploadConcurrency: std.parseInt(std.extVar('BB_TRANSFER_CONCURRENCY')),
   directoryCache: {
     maximumCount: 1000,
     maximumSizeBytes: 1024 * 1024,
