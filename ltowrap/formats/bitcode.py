@@ -624,6 +624,19 @@ _HASH_ABBREV: Abbrev = [("lit", MST_CODE_HASH), ("array", 0), ("fixed", 32)]
 _STRTAB_WANT = Want(enter=frozenset({MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID}))
 
 
+def _vbr_bits(value: int, n: int) -> tuple[int, int]:
+    """`value` as an n-bit VBR: its chunks packed into one int, and their number of bits."""
+    hi = 1 << (n - 1)
+    if value < hi:
+        return value, n
+    packed = bits = 0
+    while value >= hi:
+        packed |= ((value & (hi - 1)) | hi) << bits
+        bits += n
+        value >>= n - 1
+    return packed | value << bits, bits + n
+
+
 class _Writer:
     """Bits, least significant first, as a bitstream packs them. Whole 64-bit words leave the
     accumulator as they fill (one int grown bit by bit would make a long block quadratic);
@@ -635,19 +648,17 @@ class _Writer:
         self.bits = 0
 
     def fixed(self, value: int, n: int) -> None:
+        """`value` as n bits, n of any size: several fields packed into one int go in at once."""
         self.value |= value << self.bits
         self.bits += n
         if self.bits >= 64:
-            self.out += (self.value & 0xFFFF_FFFF_FFFF_FFFF).to_bytes(8, "little")
-            self.value >>= 64
-            self.bits -= 64
+            whole = self.bits & ~63
+            self.out += (self.value & ((1 << whole) - 1)).to_bytes(whole >> 3, "little")
+            self.value >>= whole
+            self.bits -= whole
 
     def vbr(self, value: int, n: int) -> None:
-        hi = 1 << (n - 1)
-        while value >= hi:
-            self.fixed((value & (hi - 1)) | hi, n)
-            value >>= n - 1
-        self.fixed(value, n)
+        self.fixed(*_vbr_bits(value, n))
 
     def align32(self) -> None:
         """Pad to a 32-bit boundary, and move what the accumulator holds to `out`."""
@@ -658,8 +669,13 @@ class _Writer:
     def blob(self, data: bytes) -> None:
         """A blob operand: its length, then its bytes between 32-bit boundaries."""
         self.vbr(len(data), 6)
+        self.blob_bytes(data)
+
+    def blob_bytes(self, data: bytes) -> None:
+        """A blob's bytes between 32-bit boundaries, its length written already."""
         self.align32()
-        self.out += data + bytes(-len(data) % 4)
+        self.out += data
+        self.out += bytes(-len(data) % 4)
 
     def abbrev(self, ops: Abbrev, width: int) -> None:
         """DEFINE_ABBREV of these operands, in a block whose abbreviation ids are `width` bits."""
@@ -750,20 +766,25 @@ class Strtab:
         if abbreviated:
             w.abbrev(_ENTRY_ABBREV, block.width)
             w.abbrev(_HASH_ABBREV, block.width)
+        width = block.width
         for values in self.records:
+            # An abbreviated record's fields go in as one packed int (_Writer.fixed takes any width).
             if _is_entry(values):
                 path = rename(_module_path(values)).encode("utf-8", "surrogateescape")
-                if abbreviated:
-                    w.fixed(4, block.width)
-                    w.vbr(values[1], 6)
-                    w.blob(path)
+                if abbreviated:  # the abbreviation's id, the module id, the blob's length, then its bytes
+                    module_id, id_bits = _vbr_bits(values[1], 6)
+                    length, length_bits = _vbr_bits(len(path), 6)
+                    w.fixed(4 | module_id << width | length << (width + id_bits), width + id_bits + length_bits)
+                    w.blob_bytes(path)
                     continue
                 values = [*values[:2], *path]
-            elif abbreviated and values[0] == MST_CODE_HASH and all(v >> 32 == 0 for v in values[1:]):
-                w.fixed(5, block.width)
-                w.vbr(len(values) - 1, 6)
+            elif abbreviated and values[0] == MST_CODE_HASH and len(values) > 1 and max(values[1:]) >> 32 == 0:
+                count, count_bits = _vbr_bits(len(values) - 1, 6)
+                packed, at = 5 | count << width, width + count_bits
                 for v in values[1:]:
-                    w.fixed(v, 32)
+                    packed |= v << at
+                    at += 32
+                w.fixed(packed, at)
                 continue
             w.fixed(3, block.width)  # UNABBREV_RECORD
             w.vbr(values[0], 6)
