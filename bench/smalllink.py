@@ -2,7 +2,7 @@
 distributing a link starts to win.
 
     .venv/bin/python bench/smalllink.py [--pairs 21] [--configure xz-utils] [--configure-pairs 3]
-                                        [--modules 1 2 4 8 16] [--no-crossover]
+                                        [--together] [--modules 1 2 4 8 16] [--no-crossover]
 
 conftest   side-by-side pairs, order alternating (wall time, and the CPU time of the commands): a fresh one-line conftest.c (new text each
            time) compiled with `-O2 -flto=thin -c`, then linked with `-O2 -flto=thin
@@ -13,7 +13,9 @@ conftest   side-by-side pairs, order alternating (wall time, and the CPU time of
 configure  autotools `./configure` of a Debian source package (integration/debsrc.py) with
            CFLAGS='-O2 -flto=thin' LDFLAGS='-flto=thin -fuse-ld=lld', CC=ltowrap-clang against
            CC=clang, side by side in fresh trees; config.h and config.status compared (the
-           CC name they embed replaced by one placeholder).
+           CC name they embed replaced by one placeholder). With --together each pair's two
+           run at the same time, so that the load the rest of a shared machine adds weighs on
+           both alike (configure runs one process at a time: on 2 cores each has one).
 crossover  a synthetic program of N modules (bench/shardkey_cost.py's generator), linked with
            lld in-process (--thinlto-jobs=2) and through ltowrap (LTOWRAP_SMALL_LINK=0,
            LTOWRAP_JOBS=2): cold (empty cache), and after an edit of one module (warm cache,
@@ -92,23 +94,49 @@ def conftest(tmp: Path, pairs: int, autoconf: bool = False) -> dict:
             "cpu_median": cpu_med, "cpu_ratio": cpu_med["ltowrap"] / cpu_med["plain"]}
 
 
-def configure(tmp: Path, package: str, pairs: int) -> dict:
-    """`./configure` wall time, plain and through ltowrap, and whether their results agree."""
+def together(runs: dict[str, tuple[list[str], Path, dict[str, str]]]) -> dict[str, tuple[float, float]]:
+    """Run the commands at the same time: each one's wall seconds and CPU seconds (user+sys of its
+    process tree, from wait4). Started together, they see the same load from the rest of the machine."""
+    t = time.perf_counter()
+    procs = {name: subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for name, (argv, cwd, env) in runs.items()}
+    got = {}
+    while procs:
+        pid, status, usage = os.wait4(-1, 0)
+        name = next(n for n, p in procs.items() if p.pid == pid)
+        procs.pop(name).returncode = os.waitstatus_to_exitcode(status)
+        if status:
+            raise SystemExit(f"{name}: {runs[name][0]} failed")
+        got[name] = (time.perf_counter() - t, usage.ru_utime + usage.ru_stime)
+    return got
+
+
+def configure(tmp: Path, package: str, pairs: int, at_once: bool = False) -> dict:
+    """`./configure` wall time, plain and through ltowrap, and whether their results agree.
+
+    at_once: each pair's two configures run at the same time, rather than one after the other."""
     source = debsrc.fetch(package)
     samples: dict[str, list[float]] = {"plain": [], "ltowrap": []}
     cpu: dict[str, list[float]] = {"plain": [], "ltowrap": []}
     differs: list[str] = []
     for i in range(pairs):
         trees = {}
+        runs = {}
         for name in (("plain", "ltowrap") if i % 2 == 0 else ("ltowrap", "plain")):
             tree = source.unpack(tmp / f"{name}-{i}")
             env = clean_env(tmp / f"cache-{name}-{i}") | {"LTOWRAP_CLANG": CLANG}
             cc = CLANG if name == "plain" else WRAPPER
             argv = ["./configure", f"CC={cc}", "CFLAGS=-O2 -flto=thin", "LDFLAGS=-flto=thin -fuse-ld=lld"]
+            trees[name] = (tree, cc)
+            if at_once:
+                runs[name] = (argv, tree, env)
+                continue
             c = children_cpu()
             samples[name].append(round(timed(argv, tree, env), 3))
             cpu[name].append(round(children_cpu() - c, 3))
-            trees[name] = (tree, cc)
+        for name, (wall, used) in together(runs).items() if runs else ():
+            samples[name].append(round(wall, 3))
+            cpu[name].append(round(used, 3))
         for f in ("config.h", "config.status"):
             texts = [(t / f).read_text(errors="replace").replace(cc, "@CC@").replace(str(t), "@TREE@")
                      for t, cc in trees.values()]
@@ -150,6 +178,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=21)
     ap.add_argument("--configure", default="xz-utils", help="a Debian source package with a configure script")
     ap.add_argument("--configure-pairs", type=int, default=3, help="0: leave configure out")
+    ap.add_argument("--together", action="store_true",
+                    help="each configure pair's two runs at the same time (the same load on both), not in turn")
     ap.add_argument("--modules", type=int, nargs="*", default=[1, 2, 4, 8, 16])
     ap.add_argument("--reps", type=int, default=3, help="crossover repetitions per module count")
     ap.add_argument("--no-crossover", action="store_true")
@@ -172,8 +202,8 @@ def main() -> None:
                   f"plain {a['median']['plain']:.3f} s, ltowrap {a['median']['ltowrap']:.3f} s, **{a['ratio']:.2f}x**; CPU "
                   f"{a['cpu_median']['plain']:.3f} s against {a['cpu_median']['ltowrap']:.3f} s, {a['cpu_ratio']:.2f}x", ""]
         if opts.configure_pairs:
-            g = data["configure"] = configure(tmp, opts.configure, opts.configure_pairs)
-            lines += [f"`./configure` of {g['package']}, {opts.configure_pairs} pairs: plain {g['median']['plain']:.2f} s, "
+            g = data["configure"] = configure(tmp, opts.configure, opts.configure_pairs, opts.together)
+            lines += [f"`./configure` of {g['package']}, {opts.configure_pairs} pairs{' run together' if opts.together else ''}: plain {g['median']['plain']:.2f} s, "
                       f"ltowrap {g['median']['ltowrap']:.2f} s, **{g['ratio']:.2f}x** (CPU {g['cpu_median']['plain']:.2f} s "
                       f"against {g['cpu_median']['ltowrap']:.2f} s, {g['cpu_ratio']:.2f}x); config.h/config.status "
                       f"{'differ: ' + ', '.join(g['differs']) if g['differs'] else 'identical (CC name aside)'}", ""]
