@@ -416,9 +416,10 @@ FUZZ_RUNS = 20000
 
 
 def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
-    """dev/fuzz/bitcode_fuzz.c, built with libFuzzer and the address and undefined-behaviour
-    sanitizers, run a bounded number of times from a seed corpus of the suite's modules and
-    shards: any crash, leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
+    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text), built with
+    libFuzzer and the address and undefined-behaviour sanitizers, run a bounded number of times
+    from a seed corpus of the suite's modules and shards and of hand-built shards: any crash,
+    leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
     tc = toolchain(22)
     binary = tmp_path / "bitcode_fuzz"
     built = subprocess.run([tc.clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
@@ -433,6 +434,10 @@ def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
     for i, (name, data) in enumerate(sorted(corpora(tc).items())):
         for k, head in enumerate((b"\x02\x00\x00\x00", rng.randbytes(4))):
             (seeds / f"{i}-{k}").write_bytes(head + data)
+    from test_shardkey_native import random_shard  # shards that reach each reason to go in raw
+
+    for k in range(40):
+        (seeds / f"shard-{k}").write_bytes(rng.randbytes(4) + random_shard(rng)[0])
     work = tmp_path / "work"  # where libFuzzer adds the inputs it finds new
     work.mkdir()
     done = subprocess.run([str(binary), f"-runs={FUZZ_RUNS}", "-seed=1", "-max_len=65536", str(work), str(seeds)],
