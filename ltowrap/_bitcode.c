@@ -1176,11 +1176,13 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
                 bc_put(&s->paths, &c, 1);
             }
         } else if (v[i + 1] == MST_HASH && s->nentries) {
-            if (bc_reserve(&s->hashes, n - 1))
-                return BC_NOMEM;
-            memcpy(s->hashes.v + s->hashes.n, v + i + 2, (n - 1) * sizeof(uint64_t));
-            s->hashes.n += n - 1;
-            s->entries[s->nentries - 1].nhash += n - 1;
+            if (n > 1) { /* (a hash record of no words leaves hashes.v unallocated: no memcpy to it) */
+                if (bc_reserve(&s->hashes, n - 1))
+                    return BC_NOMEM;
+                memcpy(s->hashes.v + s->hashes.n, v + i + 2, (n - 1) * sizeof(uint64_t));
+                s->hashes.n += n - 1;
+                s->entries[s->nentries - 1].nhash += n - 1;
+            }
         } else {
             bc_puts(raw, "raw ");
             bc_putints(raw, v + i + 1, n);

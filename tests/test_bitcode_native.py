@@ -434,10 +434,12 @@ def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
     for i, (name, data) in enumerate(sorted(corpora(tc).items())):
         for k, head in enumerate((b"\x02\x00\x00\x00", rng.randbytes(4))):
             (seeds / f"{i}-{k}").write_bytes(head + data)
-    from test_shardkey_native import random_shard  # shards that reach each reason to go in raw
+    from test_shardkey_native import found_by_fuzzing, random_shard  # shards: each reason to go raw, past faults
 
     for k in range(40):
         (seeds / f"shard-{k}").write_bytes(rng.randbytes(4) + random_shard(rng)[0])
+    for k, shard in enumerate(found_by_fuzzing().values()):
+        (seeds / f"found-{k}").write_bytes(b"\x02\x00\x00\x00" + shard)
     work = tmp_path / "work"  # where libFuzzer adds the inputs it finds new
     work.mkdir()
     done = subprocess.run([str(binary), f"-runs={FUZZ_RUNS}", "-seed=1", "-max_len=65536", str(work), str(seeds)],

@@ -241,6 +241,21 @@ def test_equal_on_random_summary_records(seed):
     assert any(line.startswith("BadBitcode") for line in seen) and any(line.startswith("OSError") for line in seen)
 
 
+def found_by_fuzzing() -> dict[str, bytes]:
+    """Shards the fuzz target (dev/fuzz/bitcode_fuzz.c) found a fault with, each fixed: here for
+    the comparison, and seeds of the fuzz target, where the sanitizers watch them every run."""
+    return {
+        # MST_CODE_HASH of no words, before any other: memcpy to the hash words' unallocated array
+        "empty hash record": stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o"), record(2)),
+                                          nested(SUMMARY, record(10, 12)))),
+    }
+
+
+def test_shards_found_by_fuzzing():
+    for name, shard in found_by_fuzzing().items():
+        assert both(shard, "a.o").startswith(shardkey.FORMAT), name
+
+
 def test_the_first_value_guid_refused_says_why():
     """A value id given twice before a VALUE_GUID of the wrong layout, and after one: each says
     why the block goes in raw as the reference's loop meets them."""
