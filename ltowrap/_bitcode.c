@@ -1,4 +1,4 @@
-/* ltowrap._bitcode: bitcode.read() in C.
+/* ltowrap._bitcode: bitcode.read() and shardkey.canonical() in C.
 
    The same walk as ltowrap/formats/bitcode.py's read_python, rule for rule: the Python one
    is the reference, and tests/test_bitcode_native.py holds this one to it (equal trees,
@@ -6,9 +6,11 @@
 
    Two layers. The core (bc_read and what it calls) uses no Python API: it decodes the
    stream into a flat buffer of 64-bit words (bc_out: records, block starts and ends) or
-   says why the stream is refused. dev/fuzz/bitcode_fuzz.c includes this file with
-   LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes the core alone. The Python layer at the
-   end turns a Want into a bc_want and the buffer into Nodes.
+   says why the stream is refused. A second core layer (bc_shard_text) makes an index shard's
+   canonical text (formats/shardkey.py) from that buffer, with no Python objects in between.
+   dev/fuzz/bitcode_fuzz.c includes this file with LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes
+   the core alone. The Python layer at the end turns a Want into a bc_want and the buffer into
+   Nodes, or gives the shard text its callbacks and returns it as a str.
 
    Every count and width comes from the stream, so every sum or product of them is checked
    before it is made: a position is a bit offset (uint64_t) no greater than the stream's
@@ -2251,6 +2253,11 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
     tables.format = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tables_in, 0));
     tables.unread_line = tables.format ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(tables_in, 1)) : NULL;
     tables.split_since = tables.unread_line ? PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(tables_in, 4)) : 0;
+    if (tables.unread_line && !(PyUnicode_IS_ASCII(PyTuple_GET_ITEM(tables_in, 0)) &&
+                                PyUnicode_IS_ASCII(PyTuple_GET_ITEM(tables_in, 1)))) {
+        result = Py_NewRef(Py_NotImplemented); /* the text is made an ASCII str: tables that are not, in Python */
+        goto out;
+    }
     if (!tables.unread_line || PyErr_Occurred() ||
         bc_py_versions(PyTuple_GET_ITEM(tables_in, 2), &known, &tables.known) < 0 ||
         bc_py_versions(PyTuple_GET_ITEM(tables_in, 3), &declaration, &tables.declaration) < 0)
