@@ -17,7 +17,10 @@ import pytest
 
 from ltowrap.formats import shardkey
 from ltowrap.formats.bitcode import BadBitcode, bitstream
-from test_bitcode_native import block, corpora, mutate, native, nested, record, stream  # noqa: F401 (a fixture)
+import test_bitcode_native
+from test_bitcode_native import block, mutate, native, nested, record, stream
+
+corpora = test_bitcode_native.corpora  # the fixture: each toolchain's modules and shards
 
 MODULE, STRTAB, SUMMARY = 8, 19, 20
 
