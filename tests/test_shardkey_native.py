@@ -17,12 +17,8 @@ import pytest
 
 from ltowrap.formats import shardkey
 from ltowrap.formats.bitcode import BadBitcode, bitstream
-import test_bitcode_native
-from test_bitcode_native import block, mutate, native, nested, record, stream
-
-corpora = test_bitcode_native.corpora  # the fixture: each toolchain's modules and shards
-
-MODULE, STRTAB, SUMMARY = 8, 19, 20
+from streams import MODULE, STRTAB, SUMMARY, block, found_by_fuzzing, mutate, native, nested, random_shard, record, \
+    stream
 
 
 class Asked:
@@ -119,104 +115,6 @@ def test_equal_on_damaged_shards(tc, corpora, seed):
 
 # --- hand-built shards of random summary records ------------------------------------------------------
 
-PATHS = ["a.o", "b.o", "dir/c.o", "lib.a(m.o at 12)", "\u00e9t\u00e9.o", "a.o"]
-
-
-def random_shard(rng: random.Random) -> tuple[bytes, list[str]]:
-    """A shard of a MODULE_STRTAB and a summary block of records drawn at random: mostly what lld
-    writes (known versions, ids that resolve), sometimes each thing the reader refuses or does
-    not take (a version it does not know, a value id without a GUID, a module id not in the
-    table, a GUID given twice, type tests before a variable, an original name after anything but
-    a summary, an unknown record, a block inside the summary block, two module blocks)."""
-    def rare() -> bool:
-        return rng.random() < 0.025
-
-    version = rng.choice([9, 10, 12, 12]) if not rare() else rng.choice([7, 11, 13])
-    modids = rng.sample(range(6), rng.randint(1, 4))
-    if rare():
-        modids.append(modids[0])
-    paths = [rng.choice(PATHS).encode() for _ in modids]
-    hashes = [[rng.choice([1, 2]), 7, 7, 7, 7] for _ in modids]
-    strtab = []
-    for modid, path, h in zip(modids, paths, hashes):
-        strtab.append(record(1, modid, *path))
-        if not rare():
-            strtab.append(record(2, *h))
-    if rare():
-        strtab.append(record(3, 1, 2))
-    if rare():
-        strtab.append(nested(0, record(1, 8)))
-    nvalues = rng.randint(0, 8)
-    vids = list(range(1, nvalues + 1))
-    guids = rng.sample(range(1, 1 << 12), nvalues) if rng.random() < 0.5 else \
-        [rng.getrandbits(64) for _ in range(nvalues)]
-    if nvalues and rare():
-        vids[-1] = rng.choice([0, vids[0]])
-    if nvalues > 1 and rare():
-        guids[-1] = guids[0]
-
-    def vid() -> int:
-        return rng.choice(vids) if vids and not rare() else rng.randint(0, 12)
-
-    def modid() -> int:
-        return rng.choice(modids) if not rare() else rng.randint(0, 9)
-
-    def flags() -> int:
-        return rng.getrandbits(11)
-
-    summary = [record(10, version)]
-    if rare():
-        summary.append(record(10, version))
-    if rng.random() < 0.05:  # a VALUE_GUID of the other layout
-        summary.append(record(16, rng.randint(0, 9), 5) if version >= 11 else record(16, rng.randint(0, 9), 0, 5))
-    for v, g in zip(vids, guids):
-        summary.append(record(16, v, g >> 32, g & 0xFFFFFFFF) if version >= 11 else record(16, v, g))
-    for _ in range(rng.randint(0, 12)):
-        kind = rng.choice(["fn", "fn", "profile", "var", "alias", "plain", "count"] if not rare() else
-                          ["origname", "pre", "odd"])
-        if kind in ("fn", "profile"):
-            if rng.random() < 0.3:  # type tests and virtual calls of the function that follows
-                summary.append(record(rng.randint(11, 15), rng.getrandbits(64), 3))
-            refs, calls = [vid() for _ in range(rng.randint(0, 3))], [vid() for _ in range(rng.randint(0, 3))]
-            if kind == "profile":
-                calls = [x for c in calls for x in (c, rng.randint(0, 12))] + ([1] if rare() else [])
-            numrefs = len(refs) + (rng.randint(1, 9) if rare() else 0)
-            fields = [vid(), modid(), flags(), rng.randint(1, 90), 0, 0, numrefs, 0, 0, *refs, *calls]
-            summary.append(record(4 if kind == "fn" else 5, *(fields[: rng.randint(0, 9)] if rare() else fields)))
-        elif kind == "var":
-            fields = [vid(), modid(), flags(), rng.randint(0, 3), *[vid() for _ in range(rng.randint(0, 3))]]
-            summary.append(record(6, *(fields[: rng.randint(0, 3)] if rare() else fields)))
-        elif kind == "alias":
-            summary.append(record(8, vid(), modid(), flags(), rng.choice([0, vid()]), *([1] if rare() else [])))
-        elif kind == "plain":
-            summary.append(record(rng.choice([20, 17, 18, 21]), rng.randint(0, 99)))
-        elif kind == "count":
-            summary.append(record(24, *[rng.randint(1, 9) for _ in range(len(modids))]))
-        elif kind == "pre":
-            summary.append(record(rng.randint(11, 15), rng.getrandbits(64), 3))
-        elif kind == "odd":
-            summary.append(record(rng.choice([7, 25, 1 << 40]), 1, 2))
-        if kind == "origname" or (kind in ("fn", "var", "alias") and rng.random() < 0.2):  # LLVM 13's, of a local
-            summary.append(record(9, rng.getrandbits(64), *([1] if rare() else [])))
-    if rare():
-        summary.insert(rng.randrange(len(summary) + 1), nested(21, record(1, 1)))
-    if rng.random() < 0.3:  # value ids after the summaries, as no lld writes them
-        rng.shuffle(summary)
-    body = [record(1, 2), nested(STRTAB, *strtab), nested(SUMMARY, *summary)]
-    if rng.random() < 0.5:
-        body.reverse()
-    if rare():
-        body.append(nested(SUMMARY, record(10, version)))
-    if rare():
-        body.append(nested(17, record(1, 5), nested(0, record(1, 2))))
-    top = [block(13, record(1, 5)), block(MODULE, *body)]
-    if rare():
-        top.append(block(MODULE, *body))
-    if rare():
-        top.insert(0, block(0, record(1, 8)))
-    return stream(*top), [p.decode() for p in paths]
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_equal_on_random_summary_records(seed):
     """500 random shards a seed, each read as a link asks it: the same text, raw (for the same
@@ -242,16 +140,6 @@ def test_equal_on_random_summary_records(seed):
     assert {"summaries raw (VALUE_GUID layout)", "summaries raw (value id given twice)"} <= raw
     assert len(raw) >= 10, raw
     assert any(line.startswith("BadBitcode") for line in seen) and any(line.startswith("OSError") for line in seen)
-
-
-def found_by_fuzzing() -> dict[str, bytes]:
-    """Shards the fuzz target (dev/fuzz/bitcode_fuzz.c) found a fault with, each fixed: here for
-    the comparison, and seeds of the fuzz target, where the sanitizers watch them every run."""
-    return {
-        # MST_CODE_HASH of no words, before any other: memcpy to the hash words' unallocated array
-        "empty hash record": stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o"), record(2)),
-                                          nested(SUMMARY, record(10, 12)))),
-    }
 
 
 def test_shards_found_by_fuzzing():
