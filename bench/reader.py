@@ -2,13 +2,22 @@
 
     .venv/bin/python bench/reader.py [--synthetic 400] [--dir D ...] [--reps 5]
 
-Three costs, each per file and measured with both readers side by side (ltowrap._bitcode, and
+Costs, each per file in CPU time and measured with both readers side by side (ltowrap._bitcode, and
 formats/bitcode.py's read_python, the reference), the median of --reps runs of each file,
 averaged over the files:
-  read     bitcode.read of the whole stream (every block, every record), modules and shards
+  read     bitcode.read of the whole stream (every block, every record), modules and shards (a
+           shard's is the tree canonical_python builds its text from)
   facts    formats/modulefacts.read: everything a link asks of a module, in one read
+  facts' read
+           bitcode.read under modulefacts.WANT alone: the tree facts' texts are built from (with
+           the compiled reader, the C read and the Nodes made of it; facts less this is the
+           Python building the texts)
   shard    shardkey.canonical: a shard's canonical text, the modules' digests and interfaces
-           given (what the backend key takes of the shard; its text is built in Python)
+           given (what the backend key takes of the shard): with the compiled reader, made in C
+           from the decoded stream (ltowrap._bitcode.shard_text)
+  shard, Python text
+           shardkey.canonical_python: the same text built in Python from the reader's tree (with
+           the compiled reader: what `shard` cost before its text was made in C)
 Corpora: `--synthetic N` (bench/shardkey_cost.py's N modules calling each other, compiled
 with clang 22 and thin-linked as ltowrap does) and each `--dir` (its *.o modules and the
 *.thinlto.bc shards beside them, e.g. lua's objects after `ld.lld --thinlto-index-only`).
@@ -36,14 +45,15 @@ from ltowrap.formats import bitcode, modulefacts, shardkey  # noqa: E402
 
 
 def per_file(files: list[bytes], work: Callable[[bytes], object], reps: int) -> float:
-    """Seconds a file: each file's median over reps, averaged."""
+    """CPU seconds a file (this process's: on a shared machine, time spent preempted is not the
+    work's): each file's median over reps, averaged."""
     total = 0.0
     for data in files:
         times = []
         for _ in range(reps):
-            t = time.perf_counter()
+            t = time.process_time()
             work(data)
-            times.append(time.perf_counter() - t)
+            times.append(time.process_time() - t)
         total += statistics.median(times)
     return total / max(len(files), 1)
 
@@ -58,9 +68,8 @@ def measure(files: dict, reps: int) -> dict[str, dict[str, float]]:
     facts = {p: modulefacts.read(data, cachekey.digest_bytes) for p, data in zip(files["paths"], files["modules"])}
     digest = {p: cachekey.digest_bytes(data) for p, data in zip(files["paths"], files["modules"])}
 
-    def canonical(shard: bytes) -> str:
-        return shardkey.canonical(shard, lambda p: digest.get(p, p), None, lambda p: facts[p].interface if p in facts
-                                  else p)
+    def canonical(shard: bytes, text: Callable[..., str] = shardkey.canonical) -> str:
+        return text(shard, lambda p: digest.get(p, p), None, lambda p: facts[p].interface if p in facts else p)
 
     out: dict[str, dict[str, float]] = {}
     compiled = bitcode._native
@@ -70,7 +79,10 @@ def measure(files: dict, reps: int) -> dict[str, dict[str, float]]:
             "read module": per_file(files["modules"], lambda d: bitcode.read(bitcode.bitstream(d)), reps),
             "read shard": per_file(files["shards"], lambda d: bitcode.read(bitcode.bitstream(d)), reps),
             "facts": per_file(files["modules"], lambda d: modulefacts.read(d, cachekey.digest_bytes), reps),
+            "facts' read": per_file(files["modules"], lambda d: bitcode.read(bitcode.bitstream(d), modulefacts.WANT),
+                                    reps),
             "shard": per_file(files["shards"], canonical, reps),
+            "shard, Python text": per_file(files["shards"], lambda d: canonical(d, shardkey.canonical_python), reps),
         }
     bitcode._native = compiled
     return out

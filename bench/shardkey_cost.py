@@ -10,7 +10,9 @@ modules but the edited one). Two sources of shards:
   (--thinlto-index-only, -import-declaration), in a temporary directory;
 - `--dir D`: the *.thinlto.bc already beside their modules in D (a thin-link run there with
   --thinlto-index-only), module paths relative to D; shards of archive members are skipped.
-Writes bench/out/<date>-shardkey-cost-{synthetic,dir}.{json,md} with the load average.
+Wall and CPU time (this process's) a shard; the reader that ran (LTOWRAP_NATIVE=0 forces the
+Python one, and `-python` ends the file names). Writes
+bench/out/<date>-shardkey-cost-{synthetic,dir}[-python].{json,md} with the load average.
 
     .venv/bin/python bench/shardkey_cost.py --synthetic 420
     .venv/bin/python bench/shardkey_cost.py --dir /path/to/redis/src --label redis-server
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ltowrap import cachekey  # noqa: E402
 from ltowrap.cache import Cache  # noqa: E402
+from ltowrap.formats import bitcode  # noqa: E402
 from ltowrap.stats import Stats  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
@@ -81,16 +84,17 @@ def measure(where: Path) -> dict:
 def once(where: Path, data: list[tuple[bytes, str]], cache: Cache) -> dict:
     digests = Under(where, cache)
     per: list[float] = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     declared = 0
     for shard, module in data:
         t = time.perf_counter()
         identity = cachekey.shard_identity(shard, digests, module)
         per.append(time.perf_counter() - t)
         declared += identity.startswith("shardkey:")
-    total = time.perf_counter() - start
+    total, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"shards": len(data), "canonical": declared, "modules_read": len(digests.read),
             "total_s": round(total, 3), "mean_ms": round(1000 * total / max(len(data), 1), 2),
+            "cpu_mean_ms": round(1000 * cpu / max(len(data), 1), 2),
             "median_ms": round(1000 * statistics.median(per), 2) if per else 0,
             "max_ms": round(1000 * max(per), 2) if per else 0,
             "mean_shard_bytes": int(statistics.mean(len(s) for s, _ in data)) if data else 0}
@@ -115,18 +119,19 @@ def main() -> int:
         label = a.label or str(a.dir)
     load = os.getloadavg()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    name = f"{stamp}-shardkey-cost-" + ("synthetic" if a.synthetic else "dir")
-    info = {"command": " ".join(["python", *sys.argv]), "label": label, "date": stamp,
+    reader = bitcode.implementation()
+    name = f"{stamp}-shardkey-cost-" + ("synthetic" if a.synthetic else "dir") + ("-python" if reader == "python" else "")
+    info = {"command": " ".join(["python", *sys.argv]), "label": label, "date": stamp, "reader": reader,
             "loadavg": [round(x, 2) for x in load]} | result
     print(json.dumps(info, indent=1))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
     rows = "".join(f"| {label} | {run} | {r['shards']} | {r['modules_read']} | {r['mean_ms']} | "
-                   f"{r['median_ms']} | {r['max_ms']} |\n" for run, r in result.items())
+                   f"{r['median_ms']} | {r['max_ms']} | {r['cpu_mean_ms']} |\n" for run, r in result.items())
     (a.out / f"{name}.md").write_text(
-        f"`{info['command']}` ({stamp}, load average {info['loadavg'][0]})\n\n"
-        "| link | cache | shards | modules read | mean ms/shard | median | max |\n"
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n" + rows)
+        f"`{info['command']}` ({stamp}, {reader} bitcode reader, load average {info['loadavg'][0]} at the end)\n\n"
+        "| link | cache | shards | modules read | mean ms/shard | median | max | mean CPU ms/shard |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows)
     return 0
 
 

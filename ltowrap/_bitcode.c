@@ -1,4 +1,4 @@
-/* ltowrap._bitcode: bitcode.read() in C.
+/* ltowrap._bitcode: bitcode.read() and shardkey.canonical() in C.
 
    The same walk as ltowrap/formats/bitcode.py's read_python, rule for rule: the Python one
    is the reference, and tests/test_bitcode_native.py holds this one to it (equal trees,
@@ -6,9 +6,11 @@
 
    Two layers. The core (bc_read and what it calls) uses no Python API: it decodes the
    stream into a flat buffer of 64-bit words (bc_out: records, block starts and ends) or
-   says why the stream is refused. dev/fuzz/bitcode_fuzz.c includes this file with
-   LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes the core alone. The Python layer at the
-   end turns a Want into a bc_want and the buffer into Nodes.
+   says why the stream is refused. A second core layer (bc_shard_text) makes an index shard's
+   canonical text (formats/shardkey.py) from that buffer, with no Python objects in between.
+   dev/fuzz/bitcode_fuzz.c includes this file with LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes
+   the core alone. The Python layer at the end turns a Want into a bc_want and the buffer into
+   Nodes, or gives the shard text its callbacks and returns it as a str.
 
    Every count and width comes from the stream, so every sum or product of them is checked
    before it is made: a position is a bit offset (uint64_t) no greater than the stream's
@@ -863,6 +865,861 @@ static int bc_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s
     return e;
 }
 
+/* --- a shard's canonical text ------------------------------------------------------------------------
+
+   formats/shardkey.py's canonical_python, rule for rule, from the events of a whole read (Want()):
+   the same lines in the same order, BadBitcode with the same message where it refuses a shard, the
+   same raw fallback (its reason, which is part of the text, included) where a summary block is not
+   understood. tests/test_shardkey_native.py holds the two equal. What names a module (digest_of,
+   interface_of) and whether the backend reads the link's block count (sample_profiled) come from
+   the caller through bc_shard_env, so this layer too runs without Python (the fuzz target's
+   callbacks are C). What it does not take answers BC_DEFER, and the caller runs the Python one:
+   a GUID of more than 64 bits (v11's two halves with a half wider than 32), a name that is not
+   ASCII. Block nesting is bounded by the read (BC_MAX_DEPTH), so is the recursion of
+   bc_block_lines. */
+
+enum { BC_UNKNOWN = 3, BC_CALLBACK = 4, BC_DEFER = 5 };
+
+#define BC_MODULE_STRTAB 19
+#define BC_SUMMARY 20
+enum { MST_ENTRY = 1, MST_HASH = 2 };
+/* bitcodes.py's FS_* codes that the text names. */
+enum {
+    FS_COMBINED = 4, FS_COMBINED_PROFILE = 5, FS_COMBINED_VAR = 6, FS_COMBINED_ALIAS = 8, FS_ORIGINAL_NAME = 9,
+    FS_VERSION = 10, FS_TYPE_TESTS = 11, FS_TYPE_CHECKED_LOAD_CONST_VCALL = 15, FS_VALUE_GUID = 16,
+    FS_CFI_DEFS = 17, FS_CFI_DECLS = 18, FS_FLAGS = 20, FS_TYPE_ID = 21, FS_BLOCK_COUNT = 24,
+};
+#define BC_IMPORT_AS_DECLARATION ((uint64_t)1 << 10)
+
+/* shardkey.py's tables, given by the caller (one definition, in Python). */
+typedef struct {
+    const char *format;      /* FORMAT */
+    const char *unread_line; /* BLOCK_COUNT_UNREAD */
+    bc_set known;            /* KNOWN_VERSIONS */
+    bc_set declaration;      /* DECLARATION_VERSIONS */
+    uint64_t split_since;    /* SPLIT_GUID_SINCE */
+} bc_shard_tables;
+
+/* A growing text; out of memory, later puts do nothing and `failed` says so (checked once). */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int failed;
+} bc_text;
+
+typedef struct {
+    void *ctx;
+    /* Append the name of the module at path[0:n] to out: its digest_of, or when by_interface its
+       interface_of. BC_OK, BC_CALLBACK, BC_DEFER or BC_NOMEM. */
+    int (*name)(void *ctx, int by_interface, const uint8_t *path, size_t n, bc_text *out);
+    int has_interface; /* interface_of was given */
+    /* Whether the backend reads the link's block count; NULL: it does. */
+    int (*block_count_read)(void *ctx, int *answer);
+} bc_shard_env;
+
+static void bc_put(bc_text *t, const void *s, size_t n) {
+    if (t->failed || n == 0)
+        return;
+    if (n > t->cap - t->n) {
+        if (n > SIZE_MAX / 4 - t->n) {
+            t->failed = 1;
+            return;
+        }
+        size_t need = t->n + n, cap = t->cap ? t->cap : 256;
+        while (cap < need)
+            cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->failed = 1;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+}
+
+static void bc_puts(bc_text *t, const char *s) {
+    bc_put(t, s, strlen(s));
+}
+
+static void bc_putu(bc_text *t, uint64_t x) {
+    char b[20];
+    size_t i = sizeof b;
+    do {
+        b[--i] = (char)('0' + x % 10);
+        x /= 10;
+    } while (x);
+    bc_put(t, b + i, sizeof b - i);
+}
+
+/* bitcode.ints_text */
+static void bc_putints(bc_text *t, const uint64_t *v, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            bc_put(t, " ", 1);
+        bc_putu(t, v[k]);
+    }
+}
+
+static void bc_text_free(bc_text *t) {
+    free(t->p);
+    memset(t, 0, sizeof *t);
+}
+
+/* Each BEGIN's length_at word (v[i + 3], which the text does not use) becomes the index just past
+   its END: a block's children are then walked, and a sub-block jumped over, without a search. */
+static int bc_index_ends(bc_u64s *ev) {
+    size_t stack[BC_MAX_DEPTH + 2];
+    int sp = 0;
+    for (size_t i = 0; i < ev->n;) {
+        uint64_t h = ev->v[i];
+        if ((h & 3) == BC_TAG_RECORD) {
+            if (h >> 2 == 0 || (h >> 2) > ev->n - i - 1)
+                return BC_BAD;
+            i += 1 + (size_t)(h >> 2);
+        } else if ((h & 3) == BC_TAG_BEGIN) {
+            if (sp == BC_MAX_DEPTH + 2 || ev->n - i < 6)
+                return BC_BAD;
+            stack[sp++] = i;
+            i += 6;
+        } else {
+            if (!sp)
+                return BC_BAD;
+            ev->v[stack[--sp] + 3] = i + 1;
+            i += 1;
+        }
+    }
+    return sp ? BC_BAD : BC_OK;
+}
+
+static inline size_t bc_next(const uint64_t *v, size_t i) {
+    uint64_t h = v[i];
+    return (h & 3) == BC_TAG_RECORD ? i + 1 + (size_t)(h >> 2) : (h & 3) == BC_TAG_BEGIN ? (size_t)v[i + 3] : i + 1;
+}
+
+#define BC_IS_BEGIN(v, i) (((v)[i] & 3) == BC_TAG_BEGIN)
+#define BC_COUNT(v, i) ((size_t)((v)[i] >> 2))
+/* The children of the block whose BEGIN is at b. */
+#define BC_CHILDREN(v, b, i) for (size_t i = (b) + 6, end_##i = (size_t)(v)[(b) + 3] - 1; i < end_##i; i = bc_next(v, i))
+
+static void bc_pad(bc_text *t, unsigned depth) {
+    for (unsigned k = 0; k < depth; k++)
+        bc_put(t, "  ", 2);
+}
+
+/* Node.lines: the block at b as text, indented by depth, BLOCKINFO blocks left out. */
+static void bc_block_lines(const uint64_t *v, size_t b, unsigned depth, bc_text *t) {
+    bc_pad(t, depth);
+    bc_puts(t, "block ");
+    bc_putu(t, v[b + 1]);
+    bc_put(t, "\n", 1);
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i)) {
+            if (v[i + 1] != BC_BLOCKINFO)
+                bc_block_lines(v, i, depth + 1, t);
+        } else {
+            bc_pad(t, depth);
+            bc_puts(t, "  rec ");
+            bc_putints(t, v + i + 1, BC_COUNT(v, i));
+            bc_put(t, "\n", 1);
+        }
+    }
+    bc_pad(t, depth);
+    bc_puts(t, "end ");
+    bc_putu(t, v[b + 1]);
+    bc_put(t, "\n", 1);
+}
+
+/* A MODULE_STRTAB entry: its path in paths, its hash words in hashes. */
+typedef struct {
+    uint64_t modid;
+    size_t path, npath, hash, nhash, order;
+    int shared; /* another entry has the same hash */
+    const char *paths;
+    const uint64_t *hashes;
+} bc_entry;
+
+typedef struct {
+    uint64_t modid, rank;
+} bc_rank;
+
+/* A summary's canonical text (in bc_shard.groups_text) and its place in the order. */
+typedef struct {
+    uint64_t guid, rank;
+    size_t at, n;
+    const char *text;
+} bc_group;
+
+typedef struct {
+    const uint64_t *v;
+    const bc_shard_tables *tables;
+    const bc_shard_env *env;
+    bc_text why;      /* a summary block's reason to go in raw (BC_UNKNOWN) */
+    char message[96]; /* BadBitcode's (BC_BAD) */
+    /* the MODULE_STRTAB of the module block being read */
+    bc_entry *entries;
+    size_t nentries, capentries;
+    bc_text paths;
+    bc_u64s hashes;
+    bc_rank *ranks; /* by module id */
+    int has_self;
+    size_t self_rank;
+} bc_shard;
+
+static int bc_shard_bad(bc_shard *s, const char *msg) {
+    snprintf(s->message, sizeof s->message, "%s", msg);
+    return BC_BAD;
+}
+
+static int bc_unknown(bc_shard *s, const char *before, const uint64_t *x, const char *after) {
+    s->why.n = 0;
+    bc_puts(&s->why, before);
+    if (x)
+        bc_putu(&s->why, *x);
+    bc_puts(&s->why, after);
+    return BC_UNKNOWN;
+}
+
+static int bc_cmp_entry(const void *a, const void *b) {
+    const bc_entry *x = a, *y = b;
+    size_t n = x->npath < y->npath ? x->npath : y->npath;
+    int c = n ? memcmp(x->paths + x->path, y->paths + y->path, n) : 0;
+    if (c)
+        return c;
+    if (x->npath != y->npath)
+        return x->npath < y->npath ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int bc_cmp_rank(const void *a, const void *b) {
+    const bc_rank *x = a, *y = b;
+    return x->modid < y->modid ? -1 : x->modid > y->modid;
+}
+
+static int bc_cmp_hash(const void *a, const void *b) {
+    const bc_entry *x = *(const bc_entry *const *)a, *y = *(const bc_entry *const *)b;
+    if (x->nhash != y->nhash)
+        return x->nhash < y->nhash ? -1 : 1;
+    for (size_t k = 0; k < x->nhash; k++)
+        if (x->hashes[x->hash + k] != y->hashes[y->hash + k])
+            return x->hashes[x->hash + k] < y->hashes[y->hash + k] ? -1 : 1;
+    return 0;
+}
+
+static int bc_cmp_group(const void *a, const void *b) {
+    const bc_group *x = a, *y = b;
+    if (x->guid != y->guid)
+        return x->guid < y->guid ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = n ? memcmp(x->text, y->text, n) : 0;
+    if (c)
+        return c;
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static void bc_shard_modules_free(bc_shard *s) {
+    free(s->entries);
+    s->entries = NULL;
+    s->nentries = s->capentries = 0;
+    bc_text_free(&s->paths);
+    free(s->hashes.v);
+    memset(&s->hashes, 0, sizeof s->hashes);
+    free(s->ranks);
+    s->ranks = NULL;
+}
+
+/* The rank of a module id, or -1. */
+static int bc_rank_of(const bc_shard *s, uint64_t modid, uint64_t *rank) {
+    size_t lo = 0, hi = s->nentries;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ranks[mid].modid == modid) {
+            *rank = s->ranks[mid].rank;
+            return 0;
+        }
+        if (s->ranks[mid].modid < modid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* _modules: the MODULE_STRTAB at b read into s (entries in path order, ranks, own rank), what it
+   holds besides entries and hashes as raw lines. */
+static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, int has_own, bc_text *raw) {
+    const uint64_t *v = s->v;
+    BC_CHILDREN(v, b, i) {
+        size_t n = BC_COUNT(v, i);
+        if (BC_IS_BEGIN(v, i)) {
+            bc_puts(raw, "block ");
+            bc_putu(raw, v[i + 1]);
+            bc_puts(raw, " inside MODULE_STRTAB\n");
+        } else if (v[i + 1] == MST_ENTRY && n >= 2) {
+            void *grown = s->entries;
+            if (bc_grow(&grown, s->nentries, &s->capentries, sizeof(bc_entry), 64))
+                return BC_NOMEM;
+            s->entries = grown;
+            bc_entry *e = &s->entries[s->nentries];
+            memset(e, 0, sizeof *e);
+            e->modid = v[i + 2];
+            e->path = s->paths.n;
+            e->npath = n - 2;
+            e->hash = s->hashes.n;
+            e->order = s->nentries++;
+            for (size_t k = 0; k < n - 2; k++) {
+                if (v[i + 3 + k] > 255)
+                    return bc_shard_bad(s, "a character above 255 in a string");
+                char c = (char)v[i + 3 + k];
+                bc_put(&s->paths, &c, 1);
+            }
+        } else if (v[i + 1] == MST_HASH && s->nentries) {
+            if (n > 1) { /* (a hash record of no words leaves hashes.v unallocated: no memcpy to it) */
+                if (bc_reserve(&s->hashes, n - 1))
+                    return BC_NOMEM;
+                memcpy(s->hashes.v + s->hashes.n, v + i + 2, (n - 1) * sizeof(uint64_t));
+                s->hashes.n += n - 1;
+                s->entries[s->nentries - 1].nhash += n - 1;
+            }
+        } else {
+            bc_puts(raw, "raw ");
+            bc_putints(raw, v + i + 1, n);
+            bc_put(raw, "\n", 1);
+        }
+    }
+    if (s->paths.failed)
+        return BC_NOMEM;
+    size_t n = s->nentries;
+    for (size_t r = 0; r < n; r++) {
+        s->entries[r].paths = s->paths.p;
+        s->entries[r].hashes = s->hashes.v;
+    }
+    if (n)
+        qsort(s->entries, n, sizeof(bc_entry), bc_cmp_entry);
+    s->ranks = malloc((n ? n : 1) * sizeof(bc_rank));
+    bc_entry **by_hash = malloc((n ? n : 1) * sizeof(bc_entry *));
+    if (!s->ranks || !by_hash) {
+        free(by_hash);
+        return BC_NOMEM;
+    }
+    s->has_self = 0;
+    for (size_t r = 0; r < n; r++) {
+        s->ranks[r].modid = s->entries[r].modid;
+        s->ranks[r].rank = r;
+        by_hash[r] = &s->entries[r];
+        if (has_own && !s->has_self && s->entries[r].npath == nown &&
+            (nown == 0 || memcmp(s->paths.p + s->entries[r].path, own, nown) == 0)) {
+            s->has_self = 1;
+            s->self_rank = r;
+        }
+    }
+    if (n)
+        qsort(s->ranks, n, sizeof(bc_rank), bc_cmp_rank);
+    for (size_t r = 1; r < n; r++)
+        if (s->ranks[r].modid == s->ranks[r - 1].modid) {
+            free(by_hash);
+            return bc_shard_bad(s, "two modules with one id");
+        }
+    /* A hash shared by two entries: its modules go in by their bytes. */
+    if (n)
+        qsort(by_hash, n, sizeof(bc_entry *), bc_cmp_hash);
+    for (size_t r = 1; r < n; r++)
+        if (bc_cmp_hash(&by_hash[r - 1], &by_hash[r]) == 0)
+            by_hash[r - 1]->shared = by_hash[r]->shared = 1;
+    free(by_hash);
+    return BC_OK;
+}
+
+/* Value id -> GUID: (value id, GUID, record index) sorted by value id, looked up by bisection (a
+   hash table's worst case is a stream's to choose). */
+typedef struct {
+    uint64_t vid, guid;
+    size_t at;
+} bc_vguid;
+
+typedef struct {
+    bc_vguid *v;
+    size_t n;
+} bc_guids;
+
+static int bc_cmp_vguid(const void *a, const void *b) {
+    const bc_vguid *x = a, *y = b;
+    if (x->vid != y->vid)
+        return x->vid < y->vid ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].vid == vid) {
+            *guid = m->v[mid].guid;
+            return 0;
+        }
+        if (m->v[mid].vid < vid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* `@<guid>` of a value id (_Summaries._v), or BC_UNKNOWN. */
+static int bc_put_value(bc_shard *s, const bc_guids *m, uint64_t vid, bc_text *t) {
+    uint64_t g;
+    if (bc_guid_of(m, vid, &g))
+        return bc_unknown(s, "value id ", &vid, " without a GUID");
+    bc_put(t, "@", 1);
+    bc_putu(t, g);
+    return BC_OK;
+}
+
+/* `^<rank>` of a module id (_Summaries._m), or BC_UNKNOWN. */
+static int bc_put_module(bc_shard *s, uint64_t modid, bc_text *t) {
+    uint64_t r;
+    if (bc_rank_of(s, modid, &r))
+        return bc_unknown(s, "module id ", &modid, " not in MODULE_STRTAB");
+    bc_put(t, "^", 1);
+    bc_putu(t, r);
+    return BC_OK;
+}
+
+static int bc_put_values(bc_shard *s, const bc_guids *m, const uint64_t *vids, size_t n, bc_text *t) {
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            bc_put(t, " ", 1);
+        CHECK(bc_put_value(s, m, vids[k], t));
+    }
+    return BC_OK;
+}
+
+/* _Summaries._summary: the record r[0:n] of a function, variable or alias as its text, in the
+   order Python evaluates it (which value id is reported unknown first). */
+static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t n, bc_text *t, bc_text *edges) {
+    uint64_t code = r[0];
+    if (code == FS_COMBINED || code == FS_COMBINED_PROFILE) {
+        if (n < 10 || r[7] > n - 10)
+            return bc_unknown(s, "short function record", NULL, "");
+        const uint64_t *refs = r + 10, *calls = r + 10 + r[7];
+        size_t nrefs = (size_t)r[7], ncalls = n - 10 - nrefs;
+        edges->n = 0;
+        if (code == FS_COMBINED_PROFILE) {
+            if (ncalls % 2)
+                return bc_unknown(s, "odd call list", NULL, "");
+            for (size_t k = 0; k < ncalls; k += 2) {
+                if (k)
+                    bc_put(edges, " ", 1);
+                CHECK(bc_put_value(s, m, calls[k], edges));
+                bc_put(edges, ":", 1);
+                bc_putu(edges, calls[k + 1]);
+            }
+        } else {
+            CHECK(bc_put_values(s, m, calls, ncalls, edges));
+        }
+        bc_puts(t, "fn");
+        bc_putu(t, code);
+        bc_put(t, " ", 1);
+        CHECK(bc_put_value(s, m, r[1], t));
+        bc_put(t, " ", 1);
+        CHECK(bc_put_module(s, r[2], t));
+        bc_put(t, " ", 1);
+        bc_putints(t, r + 3, 7);
+        bc_puts(t, " refs ");
+        CHECK(bc_put_values(s, m, refs, nrefs, t));
+        bc_puts(t, " calls ");
+        if (edges->failed)
+            return BC_NOMEM;
+        bc_put(t, edges->p, edges->n);
+    } else if (code == FS_COMBINED_VAR) {
+        if (n < 5)
+            return bc_unknown(s, "short variable record", NULL, "");
+        bc_puts(t, "var ");
+        CHECK(bc_put_value(s, m, r[1], t));
+        bc_put(t, " ", 1);
+        CHECK(bc_put_module(s, r[2], t));
+        bc_put(t, " ", 1);
+        bc_putints(t, r + 3, 2);
+        bc_puts(t, " refs ");
+        CHECK(bc_put_values(s, m, r + 5, n - 5, t));
+    } else if (code == FS_COMBINED_ALIAS) {
+        if (n != 5)
+            return bc_unknown(s, "alias record layout", NULL, "");
+        bc_puts(t, "alias ");
+        CHECK(bc_put_value(s, m, r[1], t));
+        bc_put(t, " ", 1);
+        CHECK(bc_put_module(s, r[2], t));
+        bc_put(t, " ", 1);
+        bc_putu(t, r[3]);
+        bc_put(t, " ", 1);
+        if (r[4])
+            CHECK(bc_put_value(s, m, r[4], t));
+        else
+            bc_puts(t, "none");
+    } else {
+        return bc_unknown(s, "record ", &code, "");
+    }
+    return BC_OK;
+}
+
+static int bc_cmp_u64s(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    bc_guids guids;
+    uint64_t *sorted; /* the GUIDs, in order */
+    bc_group *groups;
+    size_t ngroups, capgroups;
+    bc_text groups_text, plain, prefix, edges;
+} bc_summary_state;
+
+static void bc_summary_state_free(bc_summary_state *u) {
+    free(u->guids.v);
+    free(u->sorted);
+    free(u->groups);
+    bc_text_free(&u->groups_text);
+    bc_text_free(&u->plain);
+    bc_text_free(&u->prefix);
+    bc_text_free(&u->edges);
+}
+
+/* _Summaries and its lines(): the summary block at b as its canonical lines appended to out, and
+   in *full (when the version says which) the ranks of the modules the backend imports
+   definitions from. BC_UNKNOWN, s->why saying why, for a block that goes in raw. */
+static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text *out, unsigned char **full) {
+    const uint64_t *v = s->v;
+    const bc_shard_tables *tb = s->tables;
+    size_t nguids = 0, nversions = 0;
+    uint64_t version = 0;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i))
+            return bc_unknown(s, "block ", &v[i + 1], "");
+    }
+    BC_CHILDREN(v, b, i) {
+        nguids += v[i + 1] == FS_VALUE_GUID;
+        if (v[i + 1] == FS_VERSION && BC_COUNT(v, i) == 2) {
+            nversions++;
+            version = v[i + 2];
+        }
+    }
+    if (nversions != 1 || !bc_in(&tb->known, version)) { /* "summary version [a, b]", a Python list */
+        s->why.n = 0;
+        bc_puts(&s->why, "summary version [");
+        size_t k = 0;
+        BC_CHILDREN(v, b, i) {
+            if (v[i + 1] == FS_VERSION && BC_COUNT(v, i) == 2) {
+                if (k++)
+                    bc_puts(&s->why, ", ");
+                bc_putu(&s->why, v[i + 2]);
+            }
+        }
+        bc_puts(&s->why, "]");
+        return BC_UNKNOWN;
+    }
+    /* _guids: the first record that is refused says why, a bad layout or a value id given twice
+       (or 0), as the Python loop meets them in order */
+    u->guids.v = malloc((nguids ? nguids : 1) * sizeof(bc_vguid));
+    u->sorted = malloc((nguids ? nguids : 1) * sizeof(uint64_t));
+    if (!u->guids.v || !u->sorted)
+        return BC_NOMEM;
+    size_t ng = 0, bad_layout = SIZE_MAX, twice = SIZE_MAX, k = 0;
+    int split = version >= tb->split_since;
+    BC_CHILDREN(v, b, i) {
+        if (v[i + 1] != FS_VALUE_GUID)
+            continue;
+        size_t n = BC_COUNT(v, i), at = k++;
+        uint64_t g;
+        if (!split && n == 3) {
+            g = v[i + 3];
+        } else if (split && n == 4) {
+            if (v[i + 3] >> 32 || v[i + 4] >> 32)
+                return BC_DEFER; /* a GUID above 2**64: Python's ints */
+            g = (v[i + 3] << 32) | v[i + 4];
+        } else {
+            bad_layout = at;
+            break;
+        }
+        if (v[i + 2] == 0 && twice == SIZE_MAX)
+            twice = at;
+        u->guids.v[ng].vid = v[i + 2];
+        u->guids.v[ng].guid = g;
+        u->guids.v[ng].at = at;
+        ng++;
+    }
+    if (ng)
+        qsort(u->guids.v, ng, sizeof(bc_vguid), bc_cmp_vguid);
+    for (size_t j = 1; j < ng; j++)
+        if (u->guids.v[j].vid == u->guids.v[j - 1].vid && u->guids.v[j].at < twice)
+            twice = u->guids.v[j].at;
+    if (twice < bad_layout)
+        return bc_unknown(s, "value id given twice", NULL, "");
+    if (bad_layout != SIZE_MAX)
+        return bc_unknown(s, "VALUE_GUID layout", NULL, "");
+    u->guids.n = ng;
+    for (size_t j = 0; j < ng; j++)
+        u->sorted[j] = u->guids.v[j].guid;
+    if (ng)
+        qsort(u->sorted, ng, sizeof(uint64_t), bc_cmp_u64s);
+    for (size_t j = 1; j < ng; j++)
+        if (u->sorted[j] == u->sorted[j - 1])
+            return bc_unknown(s, "a GUID under two value ids", NULL, "");
+    /* lines() */
+    int last_is_group = 0; /* the record before this one made the last summary */
+    BC_CHILDREN(v, b, i) {
+        const uint64_t *r = v + i + 1;
+        size_t n = BC_COUNT(v, i);
+        uint64_t code = r[0];
+        if (code == FS_VALUE_GUID)
+            continue;
+        if (code >= FS_TYPE_TESTS && code <= FS_TYPE_CHECKED_LOAD_CONST_VCALL) {
+            bc_puts(&u->prefix, "\n  pre ");
+            bc_putints(&u->prefix, r, n);
+        } else if (code == FS_VERSION || code == FS_FLAGS || code == FS_CFI_DEFS || code == FS_CFI_DECLS ||
+                   code == FS_TYPE_ID) {
+            bc_puts(&u->plain, "rec ");
+            bc_putints(&u->plain, r, n);
+            bc_put(&u->plain, "\n", 1);
+        } else if (code == FS_BLOCK_COUNT) {
+            int read = 1;
+            if (s->env->block_count_read)
+                CHECK(s->env->block_count_read(s->env->ctx, &read));
+            if (read) {
+                bc_puts(&u->plain, "rec ");
+                bc_putints(&u->plain, r, n);
+            } else {
+                bc_puts(&u->plain, tb->unread_line);
+            }
+            bc_put(&u->plain, "\n", 1);
+        } else if (code == FS_ORIGINAL_NAME) {
+            if (!u->ngroups || !last_is_group || n != 2 || u->prefix.n)
+                return bc_unknown(s, "an original name that does not follow a summary", NULL, "");
+            /* the last summary's text is the tail of groups_text */
+            size_t at = u->groups_text.n;
+            bc_puts(&u->groups_text, "\n  origname ");
+            bc_putu(&u->groups_text, r[1]);
+            u->groups[u->ngroups - 1].n += u->groups_text.n - at;
+        } else {
+            if (u->prefix.n && code != FS_COMBINED && code != FS_COMBINED_PROFILE)
+                return bc_unknown(s, "type tests before a record that is not a function's", NULL, "");
+            void *grown = u->groups;
+            if (bc_grow(&grown, u->ngroups, &u->capgroups, sizeof(bc_group), 64))
+                return BC_NOMEM;
+            u->groups = grown;
+            size_t at = u->groups_text.n;
+            CHECK(bc_summary(s, &u->guids, r, n, &u->groups_text, &u->edges));
+            if (u->prefix.failed)
+                return BC_NOMEM;
+            bc_put(&u->groups_text, u->prefix.p, u->prefix.n);
+            u->prefix.n = 0;
+            bc_group *g = &u->groups[u->ngroups++];
+            bc_guid_of(&u->guids, r[1], &g->guid); /* both found: bc_summary read them */
+            bc_rank_of(s, r[2], &g->rank);
+            g->at = at;
+            g->n = u->groups_text.n - at;
+            last_is_group = 1;
+            continue;
+        }
+        last_is_group = 0;
+    }
+    if (u->prefix.n)
+        return bc_unknown(s, "type tests at the end of the block", NULL, "");
+    if (u->groups_text.failed || u->plain.failed || u->prefix.failed || u->edges.failed)
+        return BC_NOMEM;
+    for (size_t k = 0; k < u->ngroups; k++)
+        u->groups[k].text = u->groups_text.p + u->groups[k].at;
+    if (u->ngroups)
+        qsort(u->groups, u->ngroups, sizeof(bc_group), bc_cmp_group);
+    bc_puts(out, "summaries v");
+    bc_putu(out, version);
+    bc_put(out, "\n", 1);
+    bc_put(out, u->plain.p, u->plain.n);
+    bc_puts(out, "guids ");
+    bc_putints(out, u->sorted, ng);
+    bc_put(out, "\n", 1);
+    for (size_t k = 0; k < u->ngroups; k++) {
+        bc_put(out, u->groups[k].text, u->groups[k].n);
+        bc_put(out, "\n", 1);
+    }
+    /* definition_ranks */
+    if (bc_in(&tb->declaration, version)) {
+        *full = calloc(s->nentries ? s->nentries : 1, 1);
+        if (!*full)
+            return BC_NOMEM;
+        BC_CHILDREN(v, b, i) {
+            const uint64_t *r = v + i + 1;
+            uint64_t rank;
+            if ((r[0] == FS_COMBINED || r[0] == FS_COMBINED_PROFILE || r[0] == FS_COMBINED_VAR ||
+                 r[0] == FS_COMBINED_ALIAS) && BC_COUNT(v, i) > 3 && !(r[3] & BC_IMPORT_AS_DECLARATION) &&
+                bc_rank_of(s, r[2], &rank) == 0)
+                (*full)[rank] = 1;
+        }
+    }
+    return BC_OK;
+}
+
+static int bc_summaries(bc_shard *s, size_t b, bc_text *out, unsigned char **full) {
+    bc_summary_state u;
+    memset(&u, 0, sizeof u);
+    int e = bc_summaries_with(s, &u, b, out, full);
+    bc_summary_state_free(&u);
+    return e;
+}
+
+/* _module_block: the MODULE_BLOCK at b as its lines appended to out. */
+static int bc_module_block(bc_shard *s, size_t b, const uint8_t *own, size_t nown, int has_own, bc_text *out) {
+    const uint64_t *v = s->v;
+    size_t strtab = 0, nstrtabs = 0;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i) && v[i + 1] == BC_MODULE_STRTAB) {
+            strtab = i;
+            nstrtabs++;
+        }
+    }
+    if (nstrtabs != 1) {
+        snprintf(s->message, sizeof s->message, "%zu MODULE_STRTAB blocks", nstrtabs);
+        return BC_BAD;
+    }
+    bc_text raw = {0}, body = {0};
+    unsigned char *full = NULL;
+    int e = bc_modules(s, strtab, own, nown, has_own, &raw);
+    size_t at = 0; /* where in body the modules' lines go */
+    int summaries = 0;
+    if (e)
+        goto done;
+    BC_CHILDREN(v, b, i) {
+        if (!BC_IS_BEGIN(v, i)) {
+            bc_puts(&body, "rec ");
+            bc_putints(&body, v + i + 1, BC_COUNT(v, i));
+            bc_put(&body, "\n", 1);
+        } else if (v[i + 1] == BC_MODULE_STRTAB) {
+            at = body.n;
+        } else if (v[i + 1] == BC_SUMMARY) {
+            if (summaries++) {
+                e = bc_shard_bad(s, "two summary blocks");
+                goto done;
+            }
+            e = bc_summaries(s, i, &body, &full);
+            if (e == BC_UNKNOWN) { /* raw, numbering and all; module ids with their ranks */
+                free(full);
+                full = NULL;
+                if (s->why.failed) {
+                    e = BC_NOMEM;
+                    goto done;
+                }
+                bc_puts(&body, "summaries raw (");
+                bc_put(&body, s->why.p, s->why.n);
+                bc_puts(&body, ")\nmodids ");
+                for (size_t k = 0; k < s->nentries; k++) {
+                    if (k)
+                        bc_put(&body, " ", 1);
+                    bc_putu(&body, s->ranks[k].modid);
+                    bc_puts(&body, "=^");
+                    bc_putu(&body, s->ranks[k].rank);
+                }
+                bc_put(&body, "\n", 1);
+                bc_block_lines(v, i, 1, &body);
+                e = BC_OK;
+            } else if (e) {
+                goto done;
+            }
+        } else if (v[i + 1] != BC_BLOCKINFO) {
+            bc_block_lines(v, i, 1, &body);
+        }
+    }
+    if (body.failed || raw.failed) {
+        e = BC_NOMEM;
+        goto done;
+    }
+    bc_puts(out, "block 8\n");
+    bc_put(out, body.p, at);
+    /* _Modules.lines */
+    for (size_t r = 0; r < s->nentries; r++) {
+        const bc_entry *en = &s->entries[r];
+        int by_bytes = !full || !s->env->has_interface || full[r] || (s->has_self && r == s->self_rank) || en->shared;
+        bc_puts(out, "module ^");
+        bc_putu(out, r);
+        bc_puts(out, by_bytes ? " " : " declarations ");
+        e = s->env->name(s->env->ctx, !by_bytes, (const uint8_t *)s->paths.p + en->path, en->npath, out);
+        if (e)
+            goto done;
+        if (by_bytes) {
+            bc_puts(out, " hash ");
+            bc_putints(out, s->hashes.v + en->hash, en->nhash);
+        }
+        bc_put(out, "\n", 1);
+    }
+    if (has_own) {
+        bc_puts(out, "self ");
+        if (s->has_self) {
+            bc_put(out, "^", 1);
+            bc_putu(out, s->self_rank);
+        } else {
+            bc_put(out, "?", 1);
+        }
+        bc_put(out, "\n", 1);
+    }
+    bc_put(out, raw.p, raw.n);
+    bc_put(out, body.p + at, body.n - at);
+    bc_puts(out, "end 8\n");
+done:
+    free(full);
+    bc_text_free(&raw);
+    bc_text_free(&body);
+    bc_shard_modules_free(s);
+    return e;
+}
+
+/* canonical: the events of a shard's whole read (bc_read under Want(), in ev, whose BEGIN words
+   this changes: bc_index_ends) as its canonical text in out. BC_OK; BC_BAD with why in error;
+   BC_CALLBACK, BC_DEFER or BC_NOMEM. own: the backend's own module's path (has_own). */
+static int bc_shard_text(bc_u64s *ev, const bc_shard_tables *tables, const bc_shard_env *env, const uint8_t *own,
+                         size_t nown, int has_own, bc_text *out, char *error, size_t error_size) {
+    bc_shard s;
+    memset(&s, 0, sizeof s);
+    s.v = ev->v;
+    s.tables = tables;
+    s.env = env;
+    error[0] = 0;
+    if (bc_index_ends(ev)) {
+        snprintf(error, error_size, "events that do not nest");
+        return BC_BAD;
+    }
+    const uint64_t *v = ev->v;
+    size_t found = 0;
+    int e = BC_OK;
+    bc_puts(out, tables->format);
+    bc_put(out, "\n", 1);
+    for (size_t i = 0; i < ev->n && !e; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i)) {
+            bc_puts(out, "rec ");
+            bc_putints(out, v + i + 1, BC_COUNT(v, i));
+            bc_put(out, "\n", 1);
+        } else if (v[i + 1] == BC_MODULE) {
+            found++;
+            e = bc_module_block(&s, i, own, nown, has_own, out);
+        } else if (v[i + 1] != BC_BLOCKINFO) {
+            bc_block_lines(v, i, 0, out);
+        }
+    }
+    if (!e && found != 1) {
+        snprintf(s.message, sizeof s.message, "%zu MODULE_BLOCKs in an index shard", found);
+        e = BC_BAD;
+    }
+    if (!e && out->failed)
+        e = BC_NOMEM;
+    if (e == BC_BAD)
+        snprintf(error, error_size, "%s", s.message);
+    bc_text_free(&s.why);
+    bc_shard_modules_free(&s);
+    return e;
+}
+
 #ifndef LTOWRAP_BITCODE_CORE_ONLY
 /* --- the Python layer: a Want in, Nodes out ------------------------------------------------------- */
 
@@ -1315,9 +2172,147 @@ static PyObject *bc_py_read(PyObject *self, PyObject *const *args, Py_ssize_t na
     return result;
 }
 
+/* The callbacks of bc_shard_text, in Python: shardkey.canonical's digest_of, interface_of and
+   block_count_read. A name is taken as f"{name}" takes it (format()), and only when ASCII. */
+typedef struct {
+    PyObject *digest_of, *interface_of, *block_count_read;
+} bc_py_shard;
+
+static int bc_py_name(void *ctx, int by_interface, const uint8_t *path, size_t n, bc_text *out) {
+    bc_py_shard *p = ctx;
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)path, (Py_ssize_t)n, "surrogateescape");
+    if (!name)
+        return BC_CALLBACK;
+    PyObject *got = PyObject_CallOneArg(by_interface ? p->interface_of : p->digest_of, name);
+    Py_DECREF(name);
+    if (!got)
+        return BC_CALLBACK;
+    PyObject *text = PyObject_Format(got, NULL);
+    Py_DECREF(got);
+    if (!text)
+        return BC_CALLBACK;
+    int e = BC_DEFER;
+    if (PyUnicode_IS_ASCII(text)) {
+        bc_put(out, PyUnicode_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
+        e = BC_OK;
+    }
+    Py_DECREF(text);
+    return e;
+}
+
+static int bc_py_block_count_read(void *ctx, int *answer) {
+    bc_py_shard *p = ctx;
+    PyObject *got = PyObject_CallNoArgs(p->block_count_read);
+    if (!got)
+        return BC_CALLBACK;
+    int t = PyObject_IsTrue(got);
+    Py_DECREF(got);
+    if (t < 0)
+        return BC_CALLBACK;
+    *answer = t;
+    return BC_OK;
+}
+
+/* A tuple of ints as a sorted bc_set (malloc'd into *v). */
+static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
+    if (!PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "shard tables: versions must be a tuple");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    *v = malloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (!*v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        (*v)[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(tuple, i));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    qsort(*v, (size_t)n, sizeof(uint64_t), bc_cmp_u64s);
+    set->v = *v;
+    set->n = (size_t)n;
+    return 0;
+}
+
+static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 5) {
+        PyErr_SetString(PyExc_TypeError, "shard_text(stream, own, digest_of, interface_of, block_count_read, "
+                                         "BadBitcode, (format, unread_line, known, declaration, split_since))");
+        return NULL;
+    }
+    PyObject *tables_in = args[6];
+    bc_shard_tables tables;
+    memset(&tables, 0, sizeof tables);
+    uint64_t *known = NULL, *declaration = NULL;
+    PyObject *result = NULL;
+    Py_buffer view = {0}, own = {0};
+    int has_own = args[1] != Py_None;
+    tables.format = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tables_in, 0));
+    tables.unread_line = tables.format ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(tables_in, 1)) : NULL;
+    tables.split_since = tables.unread_line ? PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(tables_in, 4)) : 0;
+    if (tables.unread_line && !(PyUnicode_IS_ASCII(PyTuple_GET_ITEM(tables_in, 0)) &&
+                                PyUnicode_IS_ASCII(PyTuple_GET_ITEM(tables_in, 1)))) {
+        result = Py_NewRef(Py_NotImplemented); /* the text is made an ASCII str: tables that are not, in Python */
+        goto out;
+    }
+    if (!tables.unread_line || PyErr_Occurred() ||
+        bc_py_versions(PyTuple_GET_ITEM(tables_in, 2), &known, &tables.known) < 0 ||
+        bc_py_versions(PyTuple_GET_ITEM(tables_in, 3), &declaration, &tables.declaration) < 0)
+        goto out;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (has_own && PyObject_GetBuffer(args[1], &own, PyBUF_SIMPLE) < 0)
+        goto out;
+    bc_want want;
+    memset(&want, 0, sizeof want);
+    want.any_enter = 1;
+    want.blobs = 1;
+    bc_u64s events = {0};
+    char error[96];
+    int e;
+    Py_BEGIN_ALLOW_THREADS
+    e = bc_read(view.buf, (size_t)view.len, &want, &events, error, sizeof error);
+    Py_END_ALLOW_THREADS
+    if (e == BC_OK) {
+        bc_py_shard callbacks = {args[2], args[3], args[4]};
+        bc_shard_env env = {&callbacks, bc_py_name, args[3] != Py_None,
+                            args[4] != Py_None ? bc_py_block_count_read : NULL};
+        bc_text text = {0};
+        e = bc_shard_text(&events, &tables, &env, has_own ? own.buf : NULL, has_own ? (size_t)own.len : 0, has_own,
+                          &text, error, sizeof error);
+        if (e == BC_OK) {
+            result = PyUnicode_New((Py_ssize_t)text.n, 127);
+            if (result)
+                memcpy(PyUnicode_DATA(result), text.p, text.n);
+        } else if (e == BC_DEFER) {
+            result = Py_NewRef(Py_NotImplemented);
+        }
+        bc_text_free(&text);
+    }
+    free(events.v);
+    if (e == BC_BAD)
+        PyErr_SetString(args[5], error);
+    else if (e == BC_NOMEM)
+        PyErr_NoMemory();
+out:
+    if (view.obj)
+        PyBuffer_Release(&view);
+    if (own.obj)
+        PyBuffer_Release(&own);
+    free(known);
+    free(declaration);
+    return result;
+}
+
 static PyMethodDef bc_methods[] = {
     {"read", (PyCFunction)(void (*)(void))bc_py_read, METH_FASTCALL,
      "read(stream, want, Node, Block, BadBitcode) -> Node: bitcode.read_python, compiled."},
+    {"shard_text", (PyCFunction)(void (*)(void))bc_py_shard_text, METH_FASTCALL,
+     "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables) -> str, or "
+     "NotImplemented where the Python one must run: shardkey.canonical_python, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

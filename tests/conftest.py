@@ -5,10 +5,12 @@ The functions the test modules share are in helpers.py."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import streams
 from helpers import ALL_VERSIONS, LLVM_VERSIONS, Toolchain, callers_setting, isolation, toolchain
 from reapi_engines import ENGINES, engine_or_missing
 from reapi_server import buildgrid_or_missing
@@ -63,3 +65,15 @@ def project(tmp_path) -> Path:
     return d
 
 
+@pytest.fixture(scope="session")
+def corpora(tmp_path_factory) -> Callable[[Toolchain], dict[str, bytes]]:
+    """Each toolchain's bitcode corpus (streams.corpus: modules and index shards), made once for
+    the session: the compiled reader's and the compiled shard text's tests share it."""
+    made: dict[int, dict[str, bytes]] = {}
+
+    def of(tc: Toolchain) -> dict[str, bytes]:
+        if tc.version not in made:
+            made[tc.version] = streams.corpus(tc, tmp_path_factory.mktemp(f"llvm{tc.version}"))
+        return made[tc.version]
+
+    return of

@@ -17,25 +17,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from helpers import ADD_C, MAIN_C, MUL_C, TWICE_C, Toolchain, run, toolchain, write
-from ltowrap.formats import bitcode, elf, interface, irmodule
-from ltowrap.formats.bitcode import CHAR6, TOP_LEVEL, BadBitcode, Block, Node, Want, _Writer, bitstream, read_python
+from helpers import toolchain
+from ltowrap.formats import bitcode, interface, irmodule
+from ltowrap.formats.bitcode import CHAR6, TOP_LEVEL, BadBitcode, Block, Node, Want, _Writer, read_python
 from needs import missing
+from streams import MAGIC, MODULE, _at, abbreviated, block, chunks, define, found_by_fuzzing, mutate, native, nested, \
+    random_shard, record, stream, unabbreviated
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def native() -> ModuleType:
-    try:
-        from ltowrap import _bitcode  # type: ignore[attr-defined]
-    except ImportError as e:
-        missing(f"the compiled bitstream reader ltowrap._bitcode ({e})",
-                "pip install . builds it with a C compiler; in a clone, python setup.py build_ext --inplace")
-    return _bitcode
 
 
 def outcome(read: Callable[[bytes, Want], Node], stream: bytes, want: Want) -> Node | str:
@@ -68,62 +60,14 @@ WANTS = {
     "bitcode._MODULES_WANT": bitcode._MODULES_WANT,
 }
 
-CLASS_CC = """
-struct Shape { virtual double area() const = 0; virtual ~Shape(); };
-struct Square : Shape { double side; explicit Square(double s) : side(s) {} double area() const override; };
-Shape::~Shape() {}
-double Square::area() const { return side * side; }
-template <typename T> double total(T *const *items, int n) { double sum = 0; for (int i = 0; i < n; i++) sum += items[i]->area(); return sum; }
-double sum_of(Square *const *s, int n) { return total(s, n) + 0.5; }
-extern "C" double make(double side) { Square sq(side); Shape *s = &sq; return s->area(); }
-"""
-
-
-def _corpus(tc: Toolchain, d: Path) -> dict[str, bytes]:
-    """Bitstreams of modules and index shards made by this clang and lld, by name."""
-    for name, text in (("main.c", MAIN_C), ("add.c", ADD_C), ("mul.c", MUL_C), ("twice.c", TWICE_C),
-                       ("shape.cc", CLASS_CC)):
-        write(d / name, text)
-    thin = ["-O2", "-flto=thin", "-c"]
-    objects = {"main.o": ["main.c"], "add.o": ["add.c"], "mul.o": ["-g", "mul.c"], "twice.o": ["-O0", "twice.c"],
-               "shape.o": ["-g", "shape.cc"],
-               "split.o": ["-fsplit-lto-unit", "-fwhole-program-vtables", "shape.cc"]}
-    for out, args in objects.items():
-        run([tc.clangxx if args[-1].endswith(".cc") else tc.clang, *thin, *args, "-o", out], d)
-    import_declarations = ["-mllvm", "-import-declaration"] if tc.version >= 19 else []
-    # two thin-links: shape.o and split.o define the same symbols
-    for out, inputs in (("lib.so", [o for o in objects if o != "split.o"]), ("split.so", ["split.o"])):
-        run([tc.lld, "--thinlto-index-only", "-shared", *import_declarations, *inputs, "-o", out], d)
-    streams = {name: bitstream((d / name).read_bytes()) for name in objects}
-    streams |= {f"{name}.thinlto.bc": bitstream((d / f"{name}.thinlto.bc").read_bytes()) for name in objects}
-    if tc.version >= 19:  # FatLTO objects: clang 18 on
-        run([tc.clang, *thin, "-ffat-lto-objects", "add.c", "-o", "fat.o"], d)
-        section = elf.section((d / "fat.o").read_bytes(), b".llvm.lto")
-        assert section is not None
-        streams["fat.o"] = bitstream(section)
-    return streams
-
-
-@pytest.fixture(scope="module")
-def corpora(tmp_path_factory) -> Callable[[Toolchain], dict[str, bytes]]:
-    """Each toolchain's corpus, made once for the module."""
-    made: dict[int, dict[str, bytes]] = {}
-
-    def of(tc: Toolchain) -> dict[str, bytes]:
-        if tc.version not in made:
-            made[tc.version] = _corpus(tc, tmp_path_factory.mktemp(f"llvm{tc.version}"))
-        return made[tc.version]
-
-    return of
-
 
 def test_equal_on_the_suite_corpora(any_tc, corpora):
     streams = corpora(any_tc)
     split = bitcode.read(streams["split.o"], bitcode._MODULES_WANT).blocks(bitcode.MODULE_BLOCK_ID)
     assert len(split) == 2, "-fsplit-lto-unit made one module: the corpus lacks a split unit"
-    for name, stream in streams.items():
+    for name, data in streams.items():
         for want in WANTS.values():
-            assert both(stream, want) != "BadBitcode", (name, want)
+            assert both(data, want) != "BadBitcode", (name, want)
 
 
 # --- damaged streams, random Wants ----------------------------------------------------------------
@@ -144,23 +88,6 @@ def random_want(rng: random.Random) -> Want:
                 blobs=rng.random() < 0.5)
 
 
-def mutate(rng: random.Random, data: bytes) -> bytes:
-    """1-3 bit flips, truncations or inserted bytes, past the magic."""
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 3)):
-        if len(out) <= 5:
-            break
-        what = rng.random()
-        if what < 0.5:
-            out[rng.randrange(4, len(out))] ^= 1 << rng.randrange(8)
-        elif what < 0.7:
-            del out[rng.randrange(4, len(out)):]
-        else:
-            at = rng.randrange(4, len(out) + 1)
-            out[at:at] = rng.randbytes(rng.randint(1, 8))
-    return bytes(out)
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_equal_on_damaged_streams_and_random_wants(tc, corpora, seed):
     """500 cases a seed and toolchain: equal trees, or BadBitcode from both."""
@@ -168,110 +95,13 @@ def test_equal_on_damaged_streams_and_random_wants(tc, corpora, seed):
     streams = sorted(corpora(tc).items())
     refused = 0
     for _ in range(500):
-        name, stream = rng.choice(streams)
+        name, data = rng.choice(streams)
         want = random_want(rng) if rng.random() < 0.8 else rng.choice(list(WANTS.values()))
-        refused += both(mutate(rng, stream), want) == "BadBitcode"
+        refused += both(mutate(rng, data), want) == "BadBitcode"
     assert 0 < refused < 500  # both kinds of answer were compared
 
 
 # --- hand-written streams, one rule each ------------------------------------------------------------
-
-MAGIC = b"BC\xc0\xde"
-
-
-def _at(w: _Writer) -> int:
-    return 8 * len(w.out) + w.bits
-
-
-def stream(*parts: Callable[[_Writer], None]) -> bytes:
-    """A stream of these top-level parts (abbreviation ids 2 bits wide)."""
-    w = _Writer()
-    for part in parts:
-        part(w)
-    return MAGIC + w.data()
-
-
-def block(bid: int, *parts: Callable[[_Writer], None], width: int = 4, words: int | None = None,
-          outer: int = 2, end: bool = True) -> Callable[[_Writer], None]:
-    """A block of these parts (each taking the block's id width); `words` overrides its length."""
-    def put(w: _Writer) -> None:
-        inner = _Writer()
-        for part in parts:
-            part(inner, width) if _takes_width(part) else part(inner)
-        if end:
-            inner.fixed(0, width)
-        body = inner.data()
-        w.fixed(1, outer)
-        w.vbr(bid, 8)
-        w.vbr(width, 4)
-        w.fixed(0, -_at(w) % 32)
-        w.fixed(len(body) // 4 if words is None else words, 32)
-        for byte in body:
-            w.fixed(byte, 8)
-    put.block_width = width  # type: ignore[attr-defined]
-    return put
-
-
-def _takes_width(part: Callable) -> bool:
-    return getattr(part, "takes_width", False)
-
-
-def in_block(f: Callable[[_Writer, int], None]) -> Callable[[_Writer, int], None]:
-    f.takes_width = True  # type: ignore[attr-defined]
-    return f
-
-
-def nested(bid: int, *parts, width: int = 4) -> Callable[[_Writer, int], None]:
-    """A sub-block inside a block (its parent's id width comes at write time)."""
-    @in_block
-    def put(w: _Writer, outer: int) -> None:
-        block(bid, *parts, width=width, outer=outer)(w)
-    return put
-
-
-def record(code: int, *fields: int) -> Callable[[_Writer, int], None]:
-    @in_block
-    def put(w: _Writer, width: int) -> None:
-        w.fixed(3, width)
-        w.vbr(code, 6)
-        w.vbr(len(fields), 6)
-        for f in fields:
-            w.vbr(f, 6)
-    return put
-
-
-def define(*ops: tuple[str, int]) -> Callable[[_Writer, int], None]:
-    @in_block
-    def put(w: _Writer, width: int) -> None:
-        w.abbrev(list(ops), width)
-    return put
-
-
-def unabbreviated(code: int, count: int, write_fields: Callable[[_Writer], None]) -> Callable[[_Writer, int], None]:
-    """An unabbreviated record whose count and fields need not agree."""
-    @in_block
-    def put(w: _Writer, width: int) -> None:
-        w.fixed(3, width)
-        w.vbr(code, 6)
-        w.vbr(count, 6)
-        write_fields(w)
-    return put
-
-
-def abbreviated(abbrev_id: int, write_fields: Callable[[_Writer], None]) -> Callable[[_Writer, int], None]:
-    @in_block
-    def put(w: _Writer, width: int) -> None:
-        w.fixed(abbrev_id, width)
-        write_fields(w)
-    return put
-
-
-def chunks(values: list[int], width: int) -> Callable[[_Writer], None]:
-    """Raw vbr chunks (continuation bit included), to write what no writer would."""
-    def put(w: _Writer) -> None:
-        for v in values:
-            w.fixed(v, width)
-    return put
 
 
 def items(tree: Node | str, *path: int) -> list:
@@ -279,9 +109,6 @@ def items(tree: Node | str, *path: int) -> list:
     for i in path:
         tree = tree.items[i]
     return tree.items
-
-
-MODULE = bitcode.MODULE_BLOCK_ID
 
 
 def test_vbr_values_of_64_bits_are_read_and_one_more_refused():
@@ -416,9 +243,10 @@ FUZZ_RUNS = 20000
 
 
 def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
-    """dev/fuzz/bitcode_fuzz.c, built with libFuzzer and the address and undefined-behaviour
-    sanitizers, run a bounded number of times from a seed corpus of the suite's modules and
-    shards: any crash, leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
+    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text), built with
+    libFuzzer and the address and undefined-behaviour sanitizers, run a bounded number of times
+    from a seed corpus of the suite's modules and shards and of hand-built shards: any crash,
+    leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
     tc = toolchain(22)
     binary = tmp_path / "bitcode_fuzz"
     built = subprocess.run([tc.clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
@@ -433,6 +261,10 @@ def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
     for i, (name, data) in enumerate(sorted(corpora(tc).items())):
         for k, head in enumerate((b"\x02\x00\x00\x00", rng.randbytes(4))):
             (seeds / f"{i}-{k}").write_bytes(head + data)
+    for k in range(40):  # shards of random summary records, and those that found a fault
+        (seeds / f"shard-{k}").write_bytes(rng.randbytes(4) + random_shard(rng)[0])
+    for k, shard in enumerate(found_by_fuzzing().values()):
+        (seeds / f"found-{k}").write_bytes(b"\x02\x00\x00\x00" + shard)
     work = tmp_path / "work"  # where libFuzzer adds the inputs it finds new
     work.mkdir()
     done = subprocess.run([str(binary), f"-runs={FUZZ_RUNS}", "-seed=1", "-max_len=65536", str(work), str(seeds)],

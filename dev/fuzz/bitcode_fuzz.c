@@ -1,6 +1,8 @@
 /* A libFuzzer target over the core of the compiled bitstream reader (ltowrap/_bitcode.c,
    without its Python layer): any bytes, under any Want, are read or refused, never a crash,
-   an out-of-bounds access, undefined behaviour, a leak or a hang.
+   an out-of-bounds access, undefined behaviour, a leak or a hang. The same bytes read whole
+   then go through the shard's canonical text (bc_shard_text, with callbacks of C here), under
+   the same rule.
 
    An input is four bytes that choose a Want, then the stream (from its magic on, as
    bitcode.bitstream() gives it; the reader starts at bit 32 and does not look at the magic).
@@ -61,6 +63,59 @@ static void check_events(const bc_u64s *out) {
         abort();
 }
 
+/* shardkey.py's tables, as shardkey._TABLES gives them. */
+static const uint64_t KNOWN[3] = {9, 10, 12};
+static const uint64_t DECLARATION[2] = {10, 12};
+
+/* A module's name: a hash of its path (a path starting with 'Z' is handed over, as a name that
+   is not ASCII is). */
+static int fuzz_name(void *ctx, int by_interface, const uint8_t *path, size_t n, bc_text *out) {
+    (void)ctx;
+    if (n && path[0] == 'Z')
+        return BC_DEFER;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ path[i]) * 1099511628211ULL;
+    bc_puts(out, by_interface ? "i" : "d");
+    bc_putu(out, h);
+    return BC_OK;
+}
+
+static int fuzz_block_count_read(void *ctx, int *answer) {
+    *answer = *(const uint8_t *)ctx & 1;
+    return BC_OK;
+}
+
+/* The stream read whole, as shard_text reads it, then its canonical text: a text is ASCII lines
+   under the format's, a refusal says why. */
+static void shard_text(const uint8_t *data, size_t size, uint8_t how) {
+    bc_want whole = {0};
+    whole.any_enter = 1;
+    whole.blobs = 1;
+    bc_u64s events = {0};
+    char error[96];
+    if (bc_read(data, size, &whole, &events, error, sizeof error) == BC_OK) {
+        check_events(&events);
+        bc_shard_tables tables = {"shardkey 4", "block count: not read", {KNOWN, 3}, {DECLARATION, 2}, 11};
+        bc_shard_env env = {&how, fuzz_name, (how >> 5) & 1, (how >> 6) & 1 ? fuzz_block_count_read : NULL};
+        bc_text text = {0};
+        const uint8_t own[] = "a.o";
+        int e = bc_shard_text(&events, &tables, &env, own, (how >> 4) & 1 ? 3 : 0, (how >> 3) & 1, &text, error,
+                              sizeof error);
+        if (e == BC_OK) {
+            if (text.failed || text.n < 11 || memcmp(text.p, "shardkey 4\n", 11) || text.p[text.n - 1] != '\n')
+                abort();
+            for (size_t i = 0; i < text.n; i++)
+                if (text.p[i] & 0x80)
+                    abort();
+        } else if ((e == BC_BAD && !error[0]) || (e != BC_BAD && e != BC_DEFER && e != BC_NOMEM)) {
+            abort();
+        }
+        bc_text_free(&text);
+    }
+    free(events.v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4)
         return 0;
@@ -95,5 +150,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (e == BC_BAD && !error[0])
         abort();
     free(out.v);
+    shard_text(data + 4, size - 4, how);
     return 0;
 }

@@ -82,7 +82,8 @@ from .bitcodes import BLOCKINFO_BLOCK_ID, FS_BLOCK_COUNT, FS_CFI_FUNCTION_DECLS,
     FS_TYPE_CHECKED_LOAD_CONST_VCALL, FS_TYPE_CHECKED_LOAD_VCALLS, FS_TYPE_ID, FS_TYPE_TESTS, \
     FS_TYPE_TEST_ASSUME_CONST_VCALL, FS_TYPE_TEST_ASSUME_VCALLS, FS_VALUE_GUID, FS_VERSION, \
     GLOBALVAL_SUMMARY_BLOCK_ID, MODULE_BLOCK_ID, MODULE_STRTAB_BLOCK_ID, MST_CODE_ENTRY, MST_CODE_HASH
-from .bitcode import BadBitcode, Node, ints_text, read_tree, record_bytes
+from . import bitcode
+from .bitcode import BadBitcode, Node, bitstream, ints_text, read_tree, record_bytes
 
 # The canonical texts' format (interface.py's too): a new one for any change of a text.
 FORMAT = "shardkey 4"
@@ -300,6 +301,11 @@ class _Summaries:
                 *(text for _, _, text in groups)]
 
 
+# What the compiled text (ltowrap._bitcode.shard_text) takes of this module's tables, so that they
+# are defined here alone.
+_TABLES = (FORMAT, BLOCK_COUNT_UNREAD, tuple(KNOWN_VERSIONS), tuple(DECLARATION_VERSIONS), SPLIT_GUID_SINCE)
+
+
 def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
               interface_of: Callable[[str], str] | None = None,
               sample_profiled: Callable[[str], bool] | None = None) -> str:
@@ -312,7 +318,31 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     sample_profiled(self_path) says whether the own module may carry a sample profile's
     summary (has_sample_profile); without it (or self_path) the link's block count, which
     only such a module reads, stays in the text.
+
+    Computed in C (ltowrap._bitcode.shard_text, straight from the decoded stream) when the
+    compiled reader runs (bitcode.implementation()), else by canonical_python, the reference:
+    the same text, the same BadBitcode, the same callbacks in the same order. The C text hands
+    the rare shard it does not take (a GUID above 64 bits, a module name that is not ASCII)
+    to canonical_python.
     """
+    native = getattr(bitcode._native, "shard_text", None)  # read at the call: LTOWRAP_NATIVE, bench/reader.py
+    if native is None:
+        return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
+    try:
+        own = None if self_path is None else self_path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # canonical_python raises it where it meets it
+        return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
+    count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
+    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _TABLES)
+    if text is not NotImplemented:
+        return text
+    return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
+
+
+def canonical_python(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
+                     interface_of: Callable[[str], str] | None = None,
+                     sample_profiled: Callable[[str], bool] | None = None) -> str:
+    """canonical(), in Python: the reference the compiled text is held to."""
     root = read_tree(shard)
 
     def block_count_read() -> bool:  # asked only of a shard that has the record (v9)

@@ -1,0 +1,195 @@
+"""A shard's canonical text computed in C (ltowrap._bitcode.shard_text, behind shardkey.canonical)
+against the reference (shardkey.canonical_python): the same text, or the same BadBitcode, and
+the same callbacks (digest_of, interface_of, sample_profiled) asked in the same order, on every
+index shard of the suite's corpora (clang/lld 13 to 22), on hand-built shards of random summary
+records (every reason to go in raw, unknown versions among them), and on damaged shards.
+
+The compiled reader is built by pip install (setup.py), or in a clone by
+`python setup.py build_ext --inplace`: without it these tests skip, and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from ltowrap.formats import shardkey
+from ltowrap.formats.bitcode import BadBitcode, bitstream
+from streams import MODULE, STRTAB, SUMMARY, block, found_by_fuzzing, mutate, native, nested, random_shard, record, \
+    stream
+
+
+class Asked:
+    """The callbacks of one canonical text, each call recorded; `fails` names a path whose name
+    cannot be had (OSError, as a module that cannot be read)."""
+
+    def __init__(self, interfaces: bool, sample: bool | None, fails: str | None = None) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.interfaces, self.sample, self.fails = interfaces, sample, fails
+
+    def digest_of(self, path: str) -> str:
+        self.calls.append(("digest", path))
+        if path == self.fails:
+            raise OSError(f"cannot read {path}")
+        return f"d{sum(path.encode('utf-8', 'surrogateescape')) % 9973:04d}"
+
+    def interface_of(self, path: str) -> str:
+        self.calls.append(("interface", path))
+        return f"i{len(path)}"
+
+    def sample_profiled(self, path: str) -> bool:
+        self.calls.append(("sample", path))
+        return bool(self.sample)
+
+    def args(self, self_path: str | None) -> tuple:
+        return (self.digest_of, self_path, self.interface_of if self.interfaces else None,
+                None if self.sample is None else self.sample_profiled)
+
+
+def outcome(text: Callable[[], str]) -> str:
+    try:
+        return text()
+    except (BadBitcode, OSError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def compiled_text(shard: bytes, digest_of, self_path, interface_of, sample_profiled) -> str:
+    """shard_text called as canonical calls it, without canonical's hand-over to Python: a shard
+    the C text does not take fails the comparison."""
+    count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
+    own = None if self_path is None else self_path.encode("utf-8", "surrogateescape")
+    text = native().shard_text(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, shardkey._TABLES)
+    assert text is not NotImplemented, "the compiled text handed this shard to Python"
+    return text
+
+
+def both(shard: bytes, self_path: str | None = None, interfaces: bool = True, sample: bool | None = True,
+         fails: str | None = None) -> str:
+    """The reference's text (or "BadBitcode: ..."), after checking that the compiled one says the
+    same and asks the same callbacks in the same order."""
+    expected, got = Asked(interfaces, sample, fails), Asked(interfaces, sample, fails)
+    want = outcome(lambda: shardkey.canonical_python(shard, *expected.args(self_path)))
+    have = outcome(lambda: compiled_text(shard, *got.args(self_path)))
+    assert have == want, f"compiled:\n{have[:3000]}\nreference:\n{want[:3000]}"
+    assert got.calls == expected.calls
+    return want
+
+
+def shards_of(streams: dict[str, bytes]) -> dict[str, bytes]:
+    return {name: data for name, data in streams.items() if name.endswith(".thinlto.bc") and data}
+
+
+def test_equal_on_every_shard_of_the_suite_corpora(any_tc, corpora):
+    """Each shard under each way a link asks for its text: its own module named or not (or a
+    path not in it), interfaces or not, the own module sample-profiled or not. The corpora's
+    shards are of the known versions, so the canonical path (not raw) is what is compared."""
+    shards = shards_of(corpora(any_tc))
+    assert len(shards) >= 6
+    for name, shard in shards.items():
+        own = name[: -len(".thinlto.bc")]
+        for self_path, interfaces, sample in ((None, False, None), (own, True, True), (own, True, False),
+                                              ("elsewhere.o", True, None)):
+            text = both(shard, self_path, interfaces, sample)
+            assert text.startswith(shardkey.FORMAT) and "summaries v" in text, (name, text[:300])
+    with_declarations = [both(s, n[: -len(".thinlto.bc")]) for n, s in shards.items()]
+    if any_tc.version >= 19:  # -import-declaration: some module goes in by its interface
+        assert any(" declarations i" in t for t in with_declarations)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_equal_on_damaged_shards(tc, corpora, seed):
+    """300 damaged shards a seed and toolchain: the same text (raw or not) or the same BadBitcode."""
+    rng = random.Random(seed)
+    shards = sorted(shards_of(corpora(tc)).items())
+    answers = set()
+    for _ in range(300):
+        name, shard = rng.choice(shards)
+        text = both(mutate(rng, shard), rng.choice([None, name[: -len(".thinlto.bc")]]), rng.random() < 0.7,
+                    rng.choice([None, True, False]))
+        answers.add(text.split(":")[0] if text.startswith("BadBitcode") else "raw" if "summaries raw" in text
+                    else "text")
+    assert answers == {"BadBitcode", "text", "raw"}, answers
+
+
+# --- hand-built shards of random summary records ------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equal_on_random_summary_records(seed):
+    """500 random shards a seed, each read as a link asks it: the same text, raw (for the same
+    reason) or not, or the same BadBitcode; and, over them, each kind of answer at least once."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    for _ in range(500):
+        shard, paths = random_shard(rng)
+        self_path = rng.choice([None, "nowhere.o", *paths])
+        fails = rng.choice(paths) if rng.random() < 0.05 else None
+        text = both(shard, self_path, rng.random() < 0.8, rng.choice([None, True, False]), fails)
+        if text.startswith(("BadBitcode", "OSError")):
+            seen.add(text)
+            continue
+        for line in text.splitlines():
+            if line.startswith("summaries"):
+                seen.add(line)
+            elif " declarations " in line:
+                seen.add("declarations")
+    raw = {line for line in seen if line.startswith("summaries raw")}
+    assert {"summaries v9", "summaries v10", "summaries v12", "declarations"} <= seen
+    assert any(line.startswith("summaries raw (summary version [1") for line in raw)
+    assert {"summaries raw (VALUE_GUID layout)", "summaries raw (value id given twice)"} <= raw
+    assert len(raw) >= 10, raw
+    assert any(line.startswith("BadBitcode") for line in seen) and any(line.startswith("OSError") for line in seen)
+
+
+def test_shards_found_by_fuzzing():
+    for name, shard in found_by_fuzzing().items():
+        assert both(shard, "a.o").startswith(shardkey.FORMAT), name
+
+
+def test_the_first_value_guid_refused_says_why():
+    """A value id given twice before a VALUE_GUID of the wrong layout, and after one: each says
+    why the block goes in raw as the reference's loop meets them."""
+    def shard(*guids: Callable) -> bytes:
+        return stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")), nested(SUMMARY, record(10, 9), *guids)))
+
+    assert "summaries raw (value id given twice)" in both(shard(record(16, 1, 5), record(16, 1, 6), record(16, 2)))
+    assert "summaries raw (VALUE_GUID layout)" in both(shard(record(16, 1, 5), record(16, 2), record(16, 1, 6)))
+    assert "summaries raw (value id given twice)" in both(shard(record(16, 0, 5), record(16, 2)))
+
+
+def test_what_the_compiled_text_does_not_take_goes_to_python():
+    """A GUID above 64 bits (v12's halves each wider than 32 bits, which LLVM never writes) and a
+    module name that is not ASCII: shard_text answers NotImplemented, and canonical gives the
+    reference's text."""
+    wide = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")),
+                        nested(SUMMARY, record(10, 12), record(16, 1, 1 << 33, 5), record(6, 1, 0, 0, 0))))
+    names = Asked(True, None)
+    assert native().shard_text(wide, None, names.digest_of, None, None, BadBitcode,
+                               shardkey._TABLES) is NotImplemented
+    assert shardkey.canonical(wide, names.digest_of) == shardkey.canonical_python(wide, names.digest_of)
+    assert f"guids {(1 << 65) | 5}" in shardkey.canonical(wide, names.digest_of)
+
+    plain = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")), nested(SUMMARY, record(10, 12))))
+    assert native().shard_text(plain, None, lambda p: "\u00e9", None, None, BadBitcode,
+                               shardkey._TABLES) is NotImplemented
+    assert shardkey.canonical(plain, lambda p: "\u00e9").splitlines()[2] == "module ^0 \u00e9 hash "
+
+
+def test_canonical_runs_the_compiled_text_when_built(monkeypatch):
+    """canonical() is the compiled text where the reader is compiled, and the reference with
+    LTOWRAP_NATIVE=0's switch (bitcode._native None): seen through a digest_of that tells them
+    apart by the call stack."""
+    import inspect
+
+    from ltowrap.formats import bitcode
+
+    native()
+    shard = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")), nested(SUMMARY, record(10, 12))))
+
+    def digest_of(path: str) -> str:
+        return "python" if any(f.function == "canonical_python" for f in inspect.stack()) else "c"
+
+    assert "module ^0 c hash" in shardkey.canonical(shard, digest_of)
+    monkeypatch.setattr(bitcode, "_native", None)
+    assert "module ^0 python hash" in shardkey.canonical(shard, digest_of)
