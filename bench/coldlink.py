@@ -58,15 +58,15 @@ JOBS = 2
 LLVM = Path("/usr/lib/llvm-22/bin")
 
 
-def empty_backend_seconds(tmp: Path, runs: int = 30) -> float:
-    """The median wall time of one backend compile of an empty module (the process start)."""
+def empty_backend_seconds(tmp: Path, runs: int = 30, llvm: Path = LLVM) -> float:
+    """The median wall time of one backend compile of an empty module (the process start), by `llvm`'s clang."""
     (tmp / "e.c").write_text("")
-    subprocess.run([str(LLVM / "clang"), "-O2", "-flto=thin", "-c", "e.c", "-o", "e.o"], cwd=tmp, check=True)
-    subprocess.run([str(LLVM / "ld.lld"), "--thinlto-index-only", "e.o", "-o", "e", "-e", "0"], cwd=tmp, check=True)
+    subprocess.run([str(llvm / "clang"), "-O2", "-flto=thin", "-c", "e.c", "-o", "e.o"], cwd=tmp, check=True)
+    subprocess.run([str(llvm / "ld.lld"), "--thinlto-index-only", "e.o", "-o", "e", "-e", "0"], cwd=tmp, check=True)
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        subprocess.run([str(LLVM / "clang"), "-c", "-x", "ir", "e.o", "-fthinlto-index=e.o.thinlto.bc", "-O2",
+        subprocess.run([str(llvm / "clang"), "-c", "-x", "ir", "e.o", "-fthinlto-index=e.o.thinlto.bc", "-O2",
                         "-o", "eo.o"], cwd=tmp, check=True)
         times.append(time.perf_counter() - t)
     return statistics.median(times)

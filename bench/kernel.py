@@ -1,6 +1,6 @@
 """The Linux kernel's vmlinux through ltowrap, against in-process ThinLTO and no LTO (issue 41).
 
-    .venv/bin/python bench/kernel.py [--reps 1] [--link-reps 3] [--only plain thin link module]
+    .venv/bin/python bench/kernel.py [--reps 1] [--link-reps 3] [--only plain thin link module] [--tree DIR]
 
 Debian bookworm's linux, configured as integration/kernel.py says (x86_64 tinyconfig with
 LTO_CLANG_THIN, ORC and so objtool, printk), built with Kbuild unchanged:
@@ -21,7 +21,11 @@ The link must have been distributed, every module through a backend: else the ru
 Then the vmlinux.o link alone: Kbuild's own line (.vmlinux.o.cmd, without objtool) in the
 `thin` and `link` builds' directories, in alternating pairs: in-process, and ltowrap cold
 (an empty cache, the compiles' option records copied in, as bench/coldlink.py does), then
-ltowrap warm (the same cache once more: the link memo's hit).
+ltowrap warm (the same cache once more: the link memo's hit). Its floor is bench/coldlink.py's:
+in-process + modules compiled x (one backend clang-19 on an empty module) / jobs. With
+`--tree DIR` (a directory where an earlier run through the shims left DIR/build and its cache
+DIR/cache) no build runs: the link alone is timed there, in-process and ltowrap on the same
+vmlinux.a.
 
 Writes bench/out/<date>-kernel.{json,md} (git ignores it). Everything else lives in a
 temporary directory; the source is unpacked there once.
@@ -43,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.coldlink import empty_backend_seconds  # noqa: E402
 from bench.run import BENCH, SCRIPTS, clean_env, measure, write_results  # noqa: E402
 from integration import kernel  # noqa: E402
 
@@ -100,10 +105,10 @@ def build(mode: str, src: Path, tmp: Path, rep: int, base: dict[str, str]) -> di
     return row
 
 
-def link_alone(src: Path, tmp: Path, base: dict[str, str], reps: int) -> list[dict]:
-    """vmlinux.o's link on its own, alternating in-process and ltowrap (cold, then warm)."""
+def link_alone(thin: Path, lw: Path, tmp: Path, base: dict[str, str], reps: int) -> list[dict]:
+    """vmlinux.o's link on its own, alternating in-process (in the build directory `thin`) and
+    ltowrap (cold, then warm; in lw/build, with the option records of lw/cache)."""
     rows = []
-    thin, lw = tmp / "thin-0" / "build", tmp / "link-0"
     line = kernel.vmlinux_o_link(thin)
     records = lw / "cache" / "r"
     for rep in range(reps):
@@ -124,18 +129,19 @@ def link_alone(src: Path, tmp: Path, base: dict[str, str], reps: int) -> list[di
                 run = measure(line, lw / "build", env, tmp / "link.out")
                 r = vmlinux_o_record(cold / "links.jsonl")
                 rows.append({"rep": rep, "config": f"ltowrap {state}", "wall": run.wall, "cpu": run.cpu,
-                             "decision": r["decision"], "ltowrap_cpu": r.get("cpu")})
+                             "decision": r["decision"], "ltowrap_cpu": r.get("cpu"),
+                             "compiled": r["backend_compiles"]})
     return rows
 
 
-def table(builds: list[dict], links: list[dict]) -> str:
+def table(builds: list[dict], links: list[dict], unit: float | None) -> str:
     def med(rows: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in rows)
 
     by = {m: [r for r in builds if r["mode"] == m] for m in MODES if any(r["mode"] == m for r in builds)}
     thin = med(by["thin"], "wall") if "thin" in by else None
     lines = ["| vmlinux build | wall s | vs in-process | CPU s | modules | backends compiled |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|"] if by else []
     for mode, rows in by.items():
         ratio = f"{med(rows, 'wall') / thin:.2f}x" if thin else "-"
         lines.append(f"| {mode} | {med(rows, 'wall'):.1f} | {ratio} | {med(rows, 'cpu'):.1f} | "
@@ -154,6 +160,17 @@ def table(builds: list[dict], links: list[dict]) -> str:
             rows = [r for r in links if r["config"] == config]
             lines.append(f"| {config} | {med(rows, 'wall'):.2f} | {med(rows, 'cpu'):.2f} | "
                          f"{med(rows, 'wall') / inproc:.2f}x |")
+        if unit is not None:
+            compiled = next(r["compiled"] for r in links if r["config"] == "ltowrap cold")
+            floor = inproc + compiled * unit / kernel.JOBS
+            cold = statistics.median(r["wall"] for r in links if r["config"] == "ltowrap cold")
+            thin_by_rep = {r["rep"]: r["wall"] for r in links if r["config"] == "thin"}
+            pairs = sorted(r["wall"] / (thin_by_rep[r["rep"]] + compiled * unit / kernel.JOBS)
+                           for r in links if r["config"] == "ltowrap cold")
+            lines += ["", f"Floor (bench/coldlink.py's): in-process {inproc:.2f} s + {compiled} modules x "
+                      f"{1000 * unit:.1f} ms (one backend clang-{kernel.LLVM} on an empty module, median of 30) / "
+                      f"{kernel.JOBS} = {floor:.2f} s; ltowrap cold {cold:.2f} s = {cold / floor:.3f}x the floor "
+                      f"(pair by pair: {', '.join(f'{x:.3f}x' for x in pairs)})"]
     return "\n".join(lines)
 
 
@@ -162,27 +179,33 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=1, help="whole builds per mode")
     p.add_argument("--link-reps", type=int, default=3, help="pairs of the vmlinux.o link alone (0: none)")
     p.add_argument("--only", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--tree", type=Path, help="time the link alone in DIR/build with DIR/cache's records; no builds")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
-    if a.link_reps and not {"thin", "link"} <= set(a.only):
-        p.error("the link alone needs the thin and link builds")
+    if a.link_reps and not a.tree and not {"thin", "link"} <= set(a.only):
+        p.error("the link alone needs the thin and link builds (or --tree)")
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ltowrap-kernel-") as d:
         tmp = Path(d)
         base = clean_env(tmp)
-        src = kernel.tree(tmp / "linux")
         builds = []
-        for rep in range(a.reps):
-            k = rep % len(a.only)
-            for mode in a.only[k:] + a.only[:k]:
-                builds.append(build(mode, src, tmp, rep, base))
-        links = link_alone(src, tmp, base, a.link_reps) if a.link_reps else []
+        if a.tree:
+            thin, lw = a.tree / "build", a.tree
+        else:
+            src = kernel.tree(tmp / "linux")
+            for rep in range(a.reps):
+                k = rep % len(a.only)
+                for mode in a.only[k:] + a.only[:k]:
+                    builds.append(build(mode, src, tmp, rep, base))
+            thin, lw = tmp / "thin-0" / "build", tmp / "link-0"
+        unit = empty_backend_seconds(tmp, llvm=Path(f"/usr/lib/llvm-{kernel.LLVM}/bin")) if a.link_reps else None
+        links = link_alone(thin, lw, tmp, base, a.link_reps) if a.link_reps else []
     note = (f"; Linux {kernel.VERSION}, clang/lld {kernel.LLVM}, {a.reps} build(s) per mode, "
             f"{a.link_reps} link pair(s), medians")
-    write_results(a.out, started, "kernel", "The kernel's vmlinux", load[0], table(builds, links),
-                  {"builds": builds, "links": links, "version": kernel.VERSION, "llvm": kernel.LLVM,
-                   "config": kernel.CONFIG_FRAGMENT}, note=note)
+    write_results(a.out, started, "kernel", "The kernel's vmlinux", load[0], table(builds, links, unit),
+                  {"builds": builds, "links": links, "empty_backend": unit, "version": kernel.VERSION,
+                   "llvm": kernel.LLVM, "config": kernel.CONFIG_FRAGMENT}, note=note)
     return 0
 
 

@@ -73,6 +73,7 @@ class Symbol:
     addr: int
     size: int
     name: str
+    kind: str = ""  # objdump's type flag: F (function), O (object), or blank
 
 
 # `0000000000014ca0 g     F .text	00000000000001a2              main`
@@ -90,7 +91,7 @@ _COMMENT = re.compile(r"0x([0-9a-f]+)(?:\s*<([^>]*)>)?$")
 _TARGET = re.compile(r"\b0x([0-9a-f]+)(?:\s*<([^>]*)>)?")
 _RIP_DISP = re.compile(r"-?0x[0-9a-f]+(?=\(%rip\))|(?<![\w$])-?\d+(?=\(%rip\))")
 _IMMEDIATE = re.compile(r"(\$?)(-?)0x([0-9a-f]+)")
-_PADDING = re.compile(r"^(int3|nop\w*|data16\b.*\bnop\w*|xchg\w*\s+%ax, %ax|\.\.\.)(\s.*)?$")
+_PADDING = re.compile(r"^(int3|nop\w*|data16\b.*\bnop\w*|xchg\w*\s+%ax, %ax|\.\.\.|addb %al, \(%rax\))(\s.*)?$")
 _BRANCH = re.compile(r"^(call|j|loop|xbegin)")
 _VECTOR_REG = re.compile(r"%[xyz]mm\d")
 _PROMOTED = re.compile(r"\.llvm\.(\d+)(?=$|[^\w.])")
@@ -208,7 +209,7 @@ class Binary:
             addr, flags, section, size, name = m.groups()
             if section in ("*UND*", "*ABS*") or flags[5] == "d":
                 continue  # undefined, absolute, debugging and file symbols name no code or data
-            syms.append(Symbol(int(addr, 16), int(size, 16), name.strip()))
+            syms.append(Symbol(int(addr, 16), int(size, 16), name.strip(), flags[6].strip()))
         # By address; at one address the sized symbol (the function or object) before labels.
         syms.sort(key=lambda s: (s.addr, -s.size, s.name))
         self.syms = syms
@@ -239,6 +240,8 @@ class Binary:
 
     def _dynrelocs(self) -> None:
         self.relocs: dict[int, str] = {}
+        if not any(name == ".dynamic" for _start, _size, name in self.sections):
+            return  # a static executable (the kernel's vmlinux): objdump -R refuses it, and there are none
         for line in self._run("-R").splitlines():
             m = _DYNRELOC_LINE.match(line.strip())
             if m and m.group(2).startswith("R_"):
@@ -274,6 +277,19 @@ class Binary:
         off = addr - best.addr
         return best.name if off == 0 else f"{best.name}+{off:#x}"
 
+    def shares_with_zero_size(self, name: str) -> bool:
+        """Is the symbol `name` (as symbol_at names an address) at an address that an object of
+        no size shares with another symbol?"""
+        if "+" in name:  # inside a sized symbol: no object of no size shares that address with it
+            return False
+        if not hasattr(self, "_shared"):
+            by_addr: dict[int, list[Symbol]] = {}
+            for s in self.syms:
+                by_addr.setdefault(s.addr, []).append(s)
+            self._shared = {s.name for group in by_addr.values() if len(group) > 1
+                            and any(g.kind == "O" and not g.size for g in group) for s in group}
+        return name in self._shared
+
     def resolve(self, addr: int, hint: str | None = None, depth: int = 0) -> str:
         """What lives at `addr`, in terms that do not depend on where the linker put it."""
         if addr in self.relocs and depth < 2 and self.section_of(addr) in GOT_SECTIONS:
@@ -299,6 +315,8 @@ class Binary:
     def disassemble(self) -> dict[str, list[str]]:
         """Function name -> normalised instructions. A name seen twice gets `#2`, `#3`..."""
         raw: list[tuple[str, int, list[str]]] = []  # (key, start address, instruction texts)
+        ends: dict[str, int] = {}  # key -> where its function symbol's size ends it
+        sizes = {(s.addr, s.name): s.size for s in self.syms if s.kind == "F" and s.size}
         names: dict[str, str] = {}  # key -> symbol name
         section = ""
         for line in self._run("-d", "--no-show-raw-insn").splitlines():
@@ -316,11 +334,17 @@ class Binary:
                     n += 1
                     key = f"{name}#{n}"
                 names[key] = name
-                raw.append((key, int(h.group(1), 16), []))
+                start = int(h.group(1), 16)
+                if (start, h.group(2)) in sizes:
+                    ends[key] = start + sizes[(start, h.group(2))]
+                raw.append((key, start, []))
                 continue
             m = _INSN_LINE.match(line)
             if m and raw:
-                raw[-1][2].append(m.group(2))
+                # Past its symbol's size the bytes are the gap to the next (zeros that decode into
+                # the next function's first bytes), whose length is the layout's.
+                if int(m.group(1), 16) < ends.get(raw[-1][0], 1 << 64):
+                    raw[-1][2].append(m.group(2))
             elif line.strip() == "..." and raw:
                 raw[-1][2].append("...")
         # Where each function's code lies, to name a branch target inside it by the function's offset
@@ -367,6 +391,8 @@ class Binary:
             target = (self.section_of(addr) or "?") if vector else self.resolve(addr, c.group(2))
         if "(%rip)" in operands:
             operands = _RIP_DISP.sub("REL", operands)
+            if self.is_exec:  # an address stored to memory: `movq $-0x7e754c98, REL(%rip)`
+                operands = _IMMEDIATE.sub(self._absolute, operands)
             if target is not None:
                 operands += f" -> {target}"
         elif _BRANCH.match(mnemonic) and operands.startswith("*"):
@@ -381,25 +407,69 @@ class Binary:
         return self.untag(f"{mnemonic} {operands}".strip())
 
     def _absolute(self, m: re.Match) -> str:
-        """In a non-PIE executable, a constant that is an address in some section is that address's content."""
-        if m.group(2):
-            return m.group(0)
+        """In a non-PIE executable, a constant that is an address in some section is that address's content.
+        A negative one is one too where sections lie in the top 2 GiB (the kernel's code model:
+        `movq $-0x7e9fdcdf, %rsi` is 0xffffffff81602321, sign-extended)."""
         addr = int(m.group(3), 16)
+        if m.group(2):
+            addr = (1 << 64) - addr
         if addr < 0x10000 or self.section_of(addr) is None:
             return m.group(0)
         return f"{m.group(1)}[{self.resolve(addr)}]"
 
 
-_FUNCTIONS: dict[tuple, dict[str, list[str]]] = {}
+_FUNCTIONS: dict[tuple, tuple[Binary, dict[str, list[str]]]] = {}
+
+
+def _read(binary: str | Path, objdump: str) -> tuple[Binary, dict[str, list[str]]]:
+    st = os.stat(binary)
+    key = (os.path.abspath(binary), objdump, st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _FUNCTIONS:
+        b = Binary(binary, objdump)
+        _FUNCTIONS[key] = (b, b.disassemble())
+    return _FUNCTIONS[key]
 
 
 def functions(binary: str | Path, objdump: str) -> dict[str, list[str]]:
     """Function name -> normalised body (remembered while the file is unchanged, for diff())."""
-    st = os.stat(binary)
-    key = (os.path.abspath(binary), objdump, st.st_size, st.st_mtime_ns, st.st_ino)
-    if key not in _FUNCTIONS:
-        _FUNCTIONS[key] = Binary(binary, objdump).disassemble()
-    return _FUNCTIONS[key]
+    return _read(binary, objdump)[1]
+
+
+# A symbol an operand was resolved to: `-> name`, `-> name+0x10`, `$[name]`, `[name+0x8]`; or a number.
+ADDRESS_LIKE = 1 << 20
+_OPERAND_NAME = re.compile(r"(?<=-> )[^\s,\]]+|(?<=\[)[^\]\s]+(?=\])|-?\b0x[0-9a-f]+\b")
+
+
+def _placed(operand: str) -> bool:
+    """An address inside some symbol (`name+0x663`), or a number of an address's size (a physical
+    address the code computes: `leaq 0x18b06ff(%rax)`), not a small constant."""
+    if operand.lstrip("-").startswith("0x"):
+        return int(operand.lstrip("-"), 16) >= ADDRESS_LIKE
+    return "+" in operand
+
+
+def layout_only(binary_a: str | Path, binary_b: str | Path, objdump: str, name: str) -> bool:
+    """Do the function's two bodies differ only in operands that name what the layout decides?
+    Such an operand, on either side, is an address that an object of no size shares with
+    another symbol (the kernel's lockdep keys without lockdep take the address of whatever the
+    linker put next), or, on both sides, a number or an address inside some other symbol
+    (`e820_table_init+0x663`: an address the link computes from linker-script symbols, which
+    falls wherever the layout puts it). Instructions, their order and every operand that names
+    a symbol's start must be the same."""
+    (a, fa), (b, fb) = _read(binary_a, objdump), _read(binary_b, objdump)
+    body_a, body_b = fa.get(name, []), fb.get(name, [])
+    if len(body_a) != len(body_b):
+        return False
+    for x, y in zip(body_a, body_b):
+        if x == y:
+            continue
+        if _OPERAND_NAME.sub("N", x) != _OPERAND_NAME.sub("N", y):
+            return False
+        for p, q in zip(_OPERAND_NAME.findall(x), _OPERAND_NAME.findall(y)):
+            if p != q and not (_placed(p) and _placed(q)) and not a.shares_with_zero_size(p) \
+                    and not b.shares_with_zero_size(q):
+                return False
+    return True
 
 
 def compare(binary_a: str | Path, binary_b: str | Path, objdump: str) -> Result:

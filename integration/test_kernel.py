@@ -5,7 +5,10 @@ ORC and so objtool), built by Kbuild unchanged with `make LLVM=-19` and ltowrap'
 on PATH. vmlinux.o's link (`ld.lld -r` over the thin archive of thin archives vmlinux.a) must
 be distributed, every module through a backend compile; objtool must then accept the native
 code the backends wrote (it writes the ORC tables into vmlinux.o), and the final link of
-vmlinux must pass.
+vmlinux must pass. Then the same vmlinux.a is linked again by in-process lld (ltowrap
+disabled: Kbuild's own vmlinux.o link, objtool and final link), and the two vmlinux must have
+the same functions, compared as integration/fidelity.py compares two binaries (`sections =
+link`, the default, gives the backends in-process's sections).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pytest
 from helpers import clean_env
 from needs import missing
 
-from . import debsrc, kernel
+from . import debsrc, fidelity, kernel
 
 pytestmark = pytest.mark.slow
 
@@ -71,3 +74,27 @@ def test_vmlinux_o_is_distributed_and_objtool_and_the_final_link_pass(source, tm
     symbols = subprocess.run([f"llvm-nm-{kernel.LLVM}", str(build / "vmlinux")], capture_output=True, text=True,
                              check=True).stdout
     assert re.search(r"^[0-9a-f]+ [Tt] start_kernel$", symbols, re.M)  # local: LTO internalises it
+
+    # The same vmlinux.a through in-process ThinLTO: Kbuild links vmlinux.o again (its only input
+    # that changed is gone), then objtool and the final link, as for ours.
+    ours = tmp_path / "vmlinux.ltowrap"
+    shutil.copy(build / "vmlinux", ours)
+    (build / "vmlinux.o").unlink()
+    logged = log.read_text()
+    done = subprocess.run(kernel.make_argv(build, "vmlinux"), cwd=source, env=env | {"LTOWRAP_DISABLE": "1"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert log.read_text() == logged  # ltowrap passed every command through
+    r = fidelity.compare(ours, build / "vmlinux", fidelity.OBJDUMP)
+    symbols = subprocess.run([f"llvm-readelf-{kernel.LLVM}", "-s", "-W", str(ours)], capture_output=True, text=True,
+                             check=True).stdout
+    functions = {m.group(1) for m in re.finditer(r" FUNC +\w+ +\w+ +\d+ (\S+)$", symbols, re.M)}
+    # Only functions: a label of the linker script (__sched_text_end) or a section without one
+    # (.altinstr_replacement) runs on into padding and tables whose order is the final link's.
+    # The two final links lay vmlinux out differently (ltowrap's keeps each module's object in its
+    # place, in-process lld puts its objects after every other input), so an address the link
+    # computes, or one an object of no size shares, may get another name (fidelity.layout_only).
+    differing = [n for n in r.differing if n.split("#")[0] in functions
+                 and not fidelity.layout_only(ours, build / "vmlinux", fidelity.OBJDUMP, n)]
+    assert r.identical > 8000 and not differing and not r.only_a and not r.only_b, r.summary() + "".join(
+        f"\n{fidelity.diff(ours, build / 'vmlinux', fidelity.OBJDUMP, n)}" for n in differing[:5])

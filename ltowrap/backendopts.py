@@ -180,6 +180,11 @@ def _rows(text: str) -> list[str]:
 ROWS: tuple[Row, ...] = tuple(Row(line) for line in _rows(TABLE))
 _EXACT = {o: r for r in ROWS for o in r.options if not o.endswith("*")}
 _PREFIXES = sorted(((o[:-1], r) for r in ROWS for o in r.options if o.endswith("*")), key=lambda pr: -len(pr[0]))
+# The prefixes an option can start with, by its first two characters (longest first, as in
+# _PREFIXES): a compile line has some ninety options, and most are -D, -W, -f or -m ones.
+_SHORT = tuple((p, r) for p, r in _PREFIXES if len(p) < 2)
+_BY_HEAD = {head: tuple((p, r) for p, r in _PREFIXES if len(p) < 2 or p[:2] == head)
+            for head in {p[:2] for p, _ in _PREFIXES if len(p) >= 2}}
 
 
 def row(opt: str) -> Row:
@@ -187,7 +192,7 @@ def row(opt: str) -> Row:
     exact = _EXACT.get(opt)
     if exact is not None:
         return exact
-    return next(r for prefix, r in _PREFIXES if opt.startswith(prefix))  # "*" matches everything
+    return next(r for prefix, r in _BY_HEAD.get(opt[:2], _SHORT) if opt.startswith(prefix))  # "*" matches all
 
 
 def codegen_options(args: list[str]) -> list[str]:

@@ -99,6 +99,26 @@ def test_whole_archive_and_unused_lazy_member(project, tmp_path, tc22):
     assert compiled == ["ctor.o", "main.o", "used.o"]  # never_called's module was not pulled in
 
 
+def test_an_archives_native_member_keeps_its_place_before_a_bitcode_one(project, tmp_path, tc22):
+    """Kbuild's vmlinux.a starts with head_64.o (assembly), whose startup_64 must open .head.text,
+    then head64.o (bitcode): the final link keeps the members' order, as the archive has it."""
+    write(project / "first.c", '__attribute__((section(".head.text"))) void first(void) {}\n')
+    write(project / "second.c", '__attribute__((section(".head.text"))) void second(void) {}\n')
+    run([tc22.clang, "-O2", "-c", "first.c"], project)  # native, as an assembly file is
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "second.c"], project, env=ltowrap_env(tc22))
+    run([tc22.ar, "rcsT", "lib.a", "first.o", "second.o"], project)  # a thin archive, as Kbuild's
+    link = ["-r", "--whole-archive", "lib.a", "--no-whole-archive"]
+    run([tc22.lld, *link, "-o", "inproc.o"], project)
+    run([wrapper("ltowrap-ld.lld"), *link, "-o", "ours.o"], project, env=ltowrap_env(tc22, LTOWRAP_REAL_LD=tc22.lld))
+    assert last_link(tmp_path)["decision"] == "distributed"
+
+    def head(obj: str) -> list[str]:
+        out = run([str(tc22.bindir / "llvm-nm"), "-n", obj], project).stdout.split()
+        return [name for name in out if name in ("first", "second")]
+
+    assert head("ours.o") == head("inproc.o") == ["first", "second"]
+
+
 def test_shared_library_and_pie(project, tmp_path, tc):
     write(project / "lib.c", "static int k = 7;\nint libfn(int x){ return x * k; }\n")
     write(project / "main.c", '#include <stdio.h>\nint libfn(int);\nint main(void){ printf("%d\\n", libfn(6)); return 0; }\n')

@@ -54,3 +54,20 @@ def test_a_link_that_orders_sections_gets_them_with_module(project, tmp_path, tc
     write(project / "order.txt", "entry\nhelper\n")
     got = relocatable(project, tc22, "ordered.o", "--symbol-ordering-file=order.txt", LTOWRAP_SECTIONS="module")
     assert {".text.helper", ".text.entry"} <= got
+
+
+def test_link_sections_win_over_a_module_compiled_without_them(project, tmp_path, tc22):
+    # Kbuild compiles init/ with -fno-function-sections -fno-data-sections; in-process lld gives
+    # its backends both all the same, and so must `sections = link` (the record's flags come
+    # after the link's on the backend command line, where clang takes the last).
+    for src in ("a.c", "b.c"):
+        write(project / src, A_C if src == "a.c" else B_C)
+    unsectioned = ["-fno-function-sections", "-fno-data-sections"]
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", *unsectioned, "-c", "a.c"], project, env=ltowrap_env(tc22))
+    run([wrapper("ltowrap-clang"), "-O2", "-flto=thin", "-c", "b.c"], project, env=ltowrap_env(tc22))
+    run([tc22.lld, "-r", "a.o", "b.o", "-o", "inproc.o"], project)
+    in_process = sections(tc22, project / "inproc.o")
+    assert {".text.helper", ".data.table"} <= in_process
+
+    assert relocatable(project, tc22, "link.o") == in_process
+    assert not any(b.get("recorded") is False for b in links(tmp_path)[0]["backends"])  # a.o's own flags were on its line

@@ -162,6 +162,8 @@ def _expand(template: str) -> str:
 def _directives(text: str) -> Iterator[Read]:
     """Each `.incbin`/`.include` at a statement start, with a plain quoted path; CannotTell for any
     other occurrence of either word."""
+    if not _WORDS.search(text):  # neither word anywhere (most of the kernel's asm): nothing to lex
+        return
     covered = []
     for start in _starts(text):
         m = _DIRECTIVE.match(text, start)

@@ -63,17 +63,33 @@ def cpu_option(cpu: str, target: str) -> str:
     return f"-march={cpu}" if any(t in target for t in MARCH_TARGETS) else f"-mcpu={cpu}"
 
 
+def link_sections(cmd: LinkCommand, sections: str) -> bool:
+    """Does every backend get function and data sections? In-process lld gives every backend
+    both; with `sections = module` each module keeps what it was compiled with, but a link that
+    orders sections (--symbol-ordering-file, ...) still gets them, since it orders nothing
+    without them."""
+    return sections == "link" or cmd.orders_sections
+
+
 def link_options(cmd: LinkCommand, sections: str = "link") -> list[str]:
-    """The link's codegen options. Function and data sections: in-process lld gives every
-    backend both; with `sections = module` each module keeps what it was compiled with, but a
-    link that orders sections (--symbol-ordering-file, ...) still gets them, since it orders
-    nothing without them."""
+    """The link's codegen options: -O, the CPU, and the sections link_sections says."""
     opts = [f"-O{cmd.lto.opt_level or '2'}"]
     if cmd.lto.cpu:
         opts.append(cpu_option(cmd.lto.cpu, cmd.emulation))
-    if sections == "link" or cmd.orders_sections:
+    if link_sections(cmd, sections):
         opts += ["-ffunction-sections", "-fdata-sections"]
     return opts
+
+
+# A module's own options that would take back the sections the link gives (they come after
+# link_options on the command line, and clang takes the last): in-process lld sets both in its
+# target options whatever the module was compiled with (Kbuild compiles init/ with both).
+UNSECTIONED = frozenset(["-fno-function-sections", "-fno-data-sections"])
+
+
+def module_own(recorded: list[str], sectioned: bool) -> list[str]:
+    """A module's recorded options, less those that undo the link's sections when it gives them."""
+    return [o for o in recorded if o not in UNSECTIONED] if sectioned else recorded
 
 
 # The link's remark options (-plugin-opt=-pass-remarks=inline, as clang's -Rpass=inline passes
@@ -245,7 +261,7 @@ class LinkBackend:
             self.clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
             "-Wno-unused-command-line-argument",
             *link_options(self.command, self.sections),
-            *(recorded or []),
+            *module_own(recorded or [], link_sections(self.command, self.sections)),
             *forced_options(self.command),
             *(split_dwarf_options(dwo, dwo_output(output)) if dwo else []),
             *(remarks_options(self.command, side_output(output, "remarks")) if self.command.lto.remarks_file else []),

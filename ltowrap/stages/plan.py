@@ -88,6 +88,10 @@ class LinkPlan:
         files the link uses, so their objects are linked unconditionally. Left lazy, a member
         whose every reference was inlined away would be dropped with its constructors and
         definitions, which in-process LTO keeps. Native members stay lazy.
+
+        An archive's members keep their order, natives and modules alike: in a --whole-archive
+        archive it is the order of their sections in the output (Kbuild puts head_64.o first in
+        vmlinux.a, whose startup_64 must open the kernel's .head.text) and of symbol resolution.
         """
         out: list[str] = []
         for p in self.pieces:
@@ -96,21 +100,20 @@ class LinkPlan:
             if not p.rewritten:
                 out += p.arg.tokens
                 continue
-            modules: list[str] = []
-            natives: list[str] = []
+            runs: list[tuple[bool, list[str]]] = []  # (lazy, files), in member order
             for m in p.members:
-                if isinstance(m, Module):
-                    (modules if eager else natives).extend(replace(m))
+                lazy, files = (not eager, replace(m)) if isinstance(m, Module) else (True, [m])
+                if runs and runs[-1][0] == lazy:
+                    runs[-1][1].extend(files)
+                elif files:
+                    runs.append((lazy, list(files)))
+            for lazy, files in runs:
+                if lazy:
+                    out += ["--start-lib", *files, "--end-lib"] if p.wrap_lib else files
+                elif p.arg.lazy:  # inside the user's own --start-lib: step out for them
+                    out += ["--end-lib", *files, "--start-lib"]
                 else:
-                    natives.append(m)
-            if p.arg.lazy and modules:  # inside the user's own --start-lib: step out for them
-                out += ["--end-lib", *modules, "--start-lib"]
-            else:
-                out += modules
-            if p.wrap_lib and natives:
-                out += ["--start-lib", *natives, "--end-lib"]
-            else:
-                out += natives
+                    out += files
         return out
 
 
