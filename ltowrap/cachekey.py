@@ -34,8 +34,10 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
     from .cache import Cache
     from .formats.modulefacts import Facts
 
-# Bump when a recipe or an entry's layout changes: old entries then simply miss.
-FORMAT_VERSION = "ltowrap-cache-12"
+# Bump when a recipe or an entry's layout changes, or when a fix changes what a link makes (13:
+# an archive's members in their order in the final link, a module's -fno-function-sections no
+# longer undoing the link's): old entries, memoised links among them, then simply miss.
+FORMAT_VERSION = "ltowrap-cache-13"
 # What a thin-link entry holds (thinlink.py). 2: the regular-LTO object, which entries of 1
 # lacked for split LTO units (their hits lost the vtables of -fwhole-program-vtables links).
 THINLINK_FORMAT = "2"
