@@ -108,6 +108,9 @@ class Preparer:
     unkeyed: int = 0  # jobs whose key is still to make
     span: tuple[float, float] | None = None  # from the first job's key to the last one's
     _rejects: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # recorded options -> those rejected
+    # A module's side inputs that depend on its bytes alone (no `.include` followed), by store path:
+    # a module is imported by many of a link's backends.
+    _module_sides: dict[str, sideinputs.SideInputs] = field(default_factory=dict)
 
     @property
     def cache(self) -> Cache:
@@ -118,7 +121,12 @@ class Preparer:
         what the inline assembly of its module and of every module it imports reads."""
         side = sideinputs.of_argv(argv)
         for path in (job.module.path, *job.imports):
-            side |= sideinputs.of_module(path, self.digest_of.facts)
+            found = self._module_sides.get(path)
+            if found is None:
+                found, followed = sideinputs.of_module(path, self.digest_of.facts)
+                if not followed:
+                    self._module_sides[path] = found
+            side |= found
         return side
 
     def key(self, state: JobState, argv: list[str]) -> tuple[str | None, list[str] | None]:

@@ -102,24 +102,31 @@ def host_cpu() -> str:
     return cachekey.digest_bytes("\n".join(lines).encode())
 
 
-def of_module(path: str, facts: Callable[[str], Facts]) -> SideInputs:
-    """What the inline assembly of a module makes its backend read (asmreads.py). The assembly
-    texts are read from its bitcode once per module version (cachekey.ModuleDigests.facts);
-    which files they read is worked out from them on every use, since an `.include`d file
-    can name others."""
+def of_module(path: str, facts: Callable[[str], Facts]) -> tuple[SideInputs, bool]:
+    """What the inline assembly of a module makes its backend read (asmreads.py), and whether
+    that was worked out from files besides the module (an `.include`d text, which can name
+    others). The assembly texts are read from its bitcode once per module version
+    (cachekey.ModuleDigests.facts); an answer that followed no `.include` depends on them
+    alone, and one that did is worked out again on every use."""
     try:
         found = facts(path)
     except OSError as e:
-        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {e.strerror}")
+        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {e.strerror}"), True
     if found.problem:
-        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {found.problem}")
+        return SideInputs(unknown=f"cannot read the inline assembly of {path}: {found.problem}"), False
     asm = found.asm
     if not asm.module and not asm.templates:
-        return NONE
+        return NONE, False
     from ..formats import asmreads
 
-    reads = asmreads.reads(asm, _text)
-    return SideInputs(reads.files, unknown=reads.unknown)
+    loaded: list[str] = []
+
+    def load(included: str) -> str | None:
+        loaded.append(included)
+        return _text(included)
+
+    reads = asmreads.reads(asm, load)
+    return SideInputs(reads.files, unknown=reads.unknown), bool(loaded)
 
 
 def _text(path: str) -> str | None:
