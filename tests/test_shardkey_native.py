@@ -60,7 +60,7 @@ def compiled_text(shard: bytes, digest_of, self_path, interface_of, sample_profi
     the C text does not take fails the comparison."""
     count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
     own = None if self_path is None else self_path.encode("utf-8", "surrogateescape")
-    text = native().shard_text(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, shardkey._TABLES)
+    text = native().shard_text(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, shardkey._tables())
     assert text is not NotImplemented, "the compiled text handed this shard to Python"
     return text
 
@@ -166,13 +166,13 @@ def test_what_the_compiled_text_does_not_take_goes_to_python():
                         nested(SUMMARY, record(10, 12), record(16, 1, 1 << 33, 5), record(6, 1, 0, 0, 0))))
     names = Asked(True, None)
     assert native().shard_text(wide, None, names.digest_of, None, None, BadBitcode,
-                               shardkey._TABLES) is NotImplemented
+                               shardkey._tables()) is NotImplemented
     assert shardkey.canonical(wide, names.digest_of) == shardkey.canonical_python(wide, names.digest_of)
     assert f"guids {(1 << 65) | 5}" in shardkey.canonical(wide, names.digest_of)
 
     plain = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")), nested(SUMMARY, record(10, 12))))
     assert native().shard_text(plain, None, lambda p: "\u00e9", None, None, BadBitcode,
-                               shardkey._TABLES) is NotImplemented
+                               shardkey._tables()) is NotImplemented
     assert shardkey.canonical(plain, lambda p: "\u00e9").splitlines()[2] == "module ^0 \u00e9 hash "
 
 

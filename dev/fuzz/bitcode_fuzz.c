@@ -63,7 +63,7 @@ static void check_events(const bc_u64s *out) {
         abort();
 }
 
-/* shardkey.py's tables, as shardkey._TABLES gives them. */
+/* shardkey.py's tables, as shardkey._tables() gives them. */
 static const uint64_t KNOWN[3] = {9, 10, 12};
 static const uint64_t DECLARATION[2] = {10, 12};
 

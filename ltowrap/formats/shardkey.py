@@ -301,9 +301,10 @@ class _Summaries:
                 *(text for _, _, text in groups)]
 
 
-# What the compiled text (ltowrap._bitcode.shard_text) takes of this module's tables, so that they
-# are defined here alone.
-_TABLES = (FORMAT, BLOCK_COUNT_UNREAD, tuple(KNOWN_VERSIONS), tuple(DECLARATION_VERSIONS), SPLIT_GUID_SINCE)
+def _tables() -> tuple:
+    """What the compiled text (ltowrap._bitcode.shard_text) takes of this module's tables, so that
+    they are defined here alone; read at each call, as canonical_python reads them."""
+    return FORMAT, BLOCK_COUNT_UNREAD, tuple(KNOWN_VERSIONS), tuple(DECLARATION_VERSIONS), SPLIT_GUID_SINCE
 
 
 def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
@@ -333,7 +334,7 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     except UnicodeEncodeError:  # canonical_python raises it where it meets it
         return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
     count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
-    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _TABLES)
+    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _tables())
     if text is not NotImplemented:
         return text
     return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
