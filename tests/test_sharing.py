@@ -259,16 +259,21 @@ def test_a_module_new_to_the_store_is_compiled_once_by_two_links(project, tmp_pa
     wait_until(lambda: _claims_held(first.pid, lock_dir) & _claims_held(second.pid, lock_dir), 60,
                "the first link trying the second's claim", running=procs)
     held.close()
+    s = _both_linked(procs, project, expected, tmp_path)
+    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"
+    assert s["backend_hits"] == MODULES + 1 and s["backend_waits"] >= 1
+
+
+def _both_linked(procs: list[subprocess.Popen], project: Path, expected: str, tmp_path: Path) -> dict:
+    """Wait for the two links in a/ and b/: each succeeded quietly, each program runs as the
+    reference does, nothing is left behind; the stats they counted."""
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0 and "ltowrap:" not in err, err
-    s = stats_json()
-    assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"
-    assert s["backend_hits"] == MODULES + 1 and s["backend_waits"] >= 1
     for d in ("a", "b"):
         assert run(["./prog"], project / d).stdout == expected
     _no_leaks(tmp_path)
-
+    return stats_json()
 
 
 def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, tmp_path, tc22):
@@ -298,15 +303,9 @@ def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, 
     wait_until(lambda: _claims_held(second.pid, lock_dir) & _claims_held(first.pid, lock_dir), 60,
                "the second link trying the first's claim", running=procs)
     held.close()
-    for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0 and "ltowrap:" not in err, err
-    s = stats_json()
+    s = _both_linked(procs, project, expected, tmp_path)
     assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"  # and p_extra's
     assert s["backend_hits"] == MODULES and s["backend_waits"] >= 1
-    for d in ("a", "b"):
-        assert run(["./prog"], project / d).stdout == expected
-    _no_leaks(tmp_path)
 
 # --- identical thin-links -------------------------------------------------------------------------
 
