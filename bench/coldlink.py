@@ -12,9 +12,10 @@ The floor of a distributed link on this machine is in-process + modules x (one b
 clang on an empty module) / 2: a backend compile pays a process start that in-process
 ThinLTO does not. Everything above it is ltowrap's own. From LTOWRAP_LOG each ltowrap link
 gives its phases (driver line, memo lookup, plan, thin-link, keys and cache lookups, backends,
-final link, memo store), its CPU (ltowrap's own Python, and the tools it ran), the time
-between the thin-link's end and the first backend's start, and the slot time left idle
-while compiles were waiting to start.
+final link, memo store), its CPU (ltowrap's own Python, and the tools it ran), ltowrap's own
+CPU by what it was doing (the record's cpu.by: log.CpuLedger), the time between the
+thin-link's end and the first backend's start, and the slot time left idle while compiles
+were waiting to start.
 
 The gap above the floor is then split by what caused it. On a machine whose cores the
 backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
@@ -165,6 +166,8 @@ def summary(label: str, rows: list[dict], which: str, floor_unit: float) -> dict
             "idle_slot_seconds": statistics.median(r["idle_slot_seconds"] for r in ltowrap_rows),
             "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
             "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
+            "cpu_by": {h: statistics.median(((r["cpu"] or {}).get("by") or {}).get(h, 0) for r in ltowrap_rows)
+                       for h in sorted({h for r in ltowrap_rows for h in ((r["cpu"] or {}).get("by") or {})})},
             "inproc_cpu": statistics.median(r["cpu"] for r in rows if r["config"] == "inproc"),
             "pair_ratios": pair_ratios(rows, which, modules, floor_unit),
             "samples": [r for r in rows if r["config"] in ("inproc", which)]}
@@ -206,6 +209,17 @@ def table(results: list[dict], floor_unit: float) -> str:
     for r in results:
         g = gap(r, floor_unit)
         lines.append(f"| {r['project']} | {g['over']:.2f} | {g['python']:.2f} | {g['tools']:.2f} | {g['serial']:.2f} |")
+    lines += ["", "ltowrap's own CPU by what it was doing (the log's cpu.by, medians), ms a module; `start` "
+              "(the interpreter, imports, the driver's link line) and `imports` are paid once a link:", ""]
+    headings = sorted({h for r in results for h in r["cpu_by"]}, key=lambda h: -max(r["cpu_by"].get(h, 0) for r in results))
+    lines += ["| heading | " + " | ".join(r["project"] for r in results) + " |",
+              "|---|" + "---:|" * len(results)]
+    for h in headings:
+        lines.append(f"| {h} | " + " | ".join(f"{1000 * r['cpu_by'].get(h, 0) / r['modules']:.2f}" for r in results) + " |")
+    once = ("start", "imports")
+    lines.append("| **a module, less `start` and `imports`** | " + " | ".join(
+        f"**{1000 * (r['cpu_self'] - sum(r['cpu_by'].get(h, 0) for h in once)) / r['modules']:.2f}**"
+        for r in results) + " |")
     lines += ["", "Phases (medians, s):", ""]
     for r in results:
         lines.append(f"- {r['project']}: " + ", ".join(f"{p} {v:.2f}" for p, v in r["phases"].items()))

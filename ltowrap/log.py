@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Final
 
 from . import logfile
 from .logfile import Decision as Decision, Phase as Phase, Source as Source
@@ -69,7 +72,8 @@ class Record:
     verified: str | None = None  # a memo hit checked by linking again (verify): 'same', or both digests
     spans: list[list] = field(default_factory=list)  # [Phase, start, end], in the order they ran (ltowrap trace)
     jobs: int | None = None  # the backend compiles this link could run at once
-    cpu: dict[str, float] | None = None  # CPU seconds: ltowrap's own ("self") and the tools it ran ("children")
+    # CPU seconds: ltowrap's own ("self"), the tools it ran ("children"), and its own by what it was doing ("by": CpuLedger)
+    cpu: dict | None = None
     backends: list[Backend] = field(default_factory=list)
     backend_compiles: int = 0
     backend_hits: int = 0
@@ -91,6 +95,62 @@ class Record:
     def to_json(self) -> dict:
         out = _without_none(asdict(self))
         assert isinstance(out, dict)  # a dict's is a dict
+        return out
+
+
+class Cpu:
+    """The headings of a record's `cpu.by` besides the Phases of the link it ran (CpuLedger)."""
+
+    START: Final = "start"  # before the link: the interpreter, imports, the entry, the driver's link line
+    IMPORTS: Final = "imports"  # the stages' modules, imported once the link memo has missed
+    OPTIONS: Final = "keys: options"  # each job's options and command line (prepare.Preparer.options)
+    SIDE_INPUTS: Final = "keys: module facts and side inputs"  # read once a module, for every backend importing it
+    SHARD_TEXT: Final = "keys: shard text"  # the shards' canonical text (shardkey.py) and its digest
+    KEY_REST: Final = "keys: the rest"  # the key's other fields, and the key dump (debug)
+    STARTS: Final = "starts"  # writing shards, starting the backend clangs (local.spawn)
+    CACHE: Final = "cache"  # claims, lookups, objects written out and stored
+    THREADS: Final = "other threads"  # the remote service's threads (gRPC)
+    REST: Final = "the rest"  # outside the stages: the log record, the counters, the cache's cleanup
+
+
+@dataclass
+class CpuLedger:
+    """ltowrap's own CPU (its main thread's), by what it was doing: each second goes to one
+    heading, so that the headings add up to the whole. The link's stages say where it is
+    (`now`: a Phase, from then on); work inside a stage charges its own heading for its
+    time (`charge`: a Cpu heading, then back to the stage's)."""
+
+    spent: dict[str, float] = field(default_factory=dict)
+    _heading: str = Cpu.REST
+    _mark: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._mark = time.thread_time()
+        self.spent[Cpu.START] = self._mark
+
+    @contextmanager
+    def charge(self, heading: str) -> Iterator[None]:
+        outer = self.now(heading)
+        try:
+            yield
+        finally:
+            self.now(outer)
+
+    def now(self, heading: str) -> str:
+        """Charge the time from here on to `heading`; returns the heading charged until now."""
+        now = time.thread_time()
+        self.spent[self._heading] = self.spent.get(self._heading, 0.0) + now - self._mark
+        outer, self._heading, self._mark = self._heading, heading, now
+        return outer
+
+    def by(self, whole: float) -> dict[str, float]:
+        """Seconds by heading, rounded; `whole`, the process's own CPU (getrusage), less the
+        main thread's, is the other threads'."""
+        self.now(self._heading)
+        out = {name: round(seconds, 4) for name, seconds in self.spent.items() if seconds > 0}
+        threads = whole - sum(self.spent.values())
+        if threads > 0.0005:
+            out[Cpu.THREADS] = round(threads, 4)
         return out
 
 

@@ -72,6 +72,7 @@ def run_linker(real: list[str], args: list[str], original: list[str] | None = No
         record.span(name, start, end)
     with jobrun.job_run(settings, record) as run:
         rc = _attempt(run, real, args, direct, driver)
+        run.cpu.now(log.Cpu.REST)
     if isinstance(rc, RunOriginal):
         proc.exec_tool(fallback)
     return rc
@@ -159,6 +160,7 @@ def _distribute(run: jobrun.JobRun, real: list[str], args: list[str], direct: li
                 driver: str | None) -> int:
     cwd = os.getcwd()
     t = time.time()
+    run.cpu.now(log.Phase.MEMO_LOOKUP)
     line = cmdline.expand(args, cwd)
     _gate_options(run, real[0], line.gated())
     command = cmdline.parse_line(line, cwd)
@@ -215,10 +217,12 @@ def _small_link(run: jobrun.JobRun, command: cmdline.LinkCommand) -> None:
 def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, workdir: str, cwd: str,
           memo: linkmemo.Memo | None, driver: str | None) -> int:
     # Imported here, past the link memo: a restored link needs none of the stages (tens of ms).
-    from .stages import diagnostics, finallink, plan, thinlink
-    from .stages.backend import LinkBackend, split_dwarf
+    with run.cpu.charge(log.Cpu.IMPORTS):
+        from .stages import diagnostics, finallink, plan, thinlink
+        from .stages.backend import LinkBackend, split_dwarf
 
     t = time.time()
+    run.cpu.now(log.Phase.PLAN)
     clang = toolchain.backend_clang(real[0], run.settings.clang)
     facts = _same_release(run, real[0], clang, driver)
     link_plan = plan.build(command, run.cache, facts.major)
@@ -234,11 +238,13 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         [(m.path, m.digest) for m in link_plan.modules], thin_files)
 
     t0 = time.time()
+    run.cpu.now(log.Phase.THIN_LINK)
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     with thinlink.thin_link(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files,
                             facts.takes, verify=config.pick(run.settings.verify)) as result:
         run.record.thinlink_uncached = scripts.unknown or result.uncached or None
         t1 = time.time()
+        run.cpu.now(log.Phase.BACKENDS)
         run.record.thinlink_cached = result.cached
         jobs = split_dwarf(result.jobs, result.regular_modules, command)
         with run.executor(LinkBackend(clang, command, run.settings.sections), clang, digest_of, command.output, len(result.jobs)) as executor:
@@ -247,6 +253,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, facts.major)
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()
+    run.cpu.now(log.Phase.FINAL_LINK)
     if printed.errors:  # a warning under --fatal-warnings: in-process lld stops after LTO, and so does this link
         sys.stdout.buffer.write(printed.stdout.encode("utf-8", "surrogateescape"))
         sys.stderr.buffer.write(_coloured(printed.stderr.encode("utf-8", "surrogateescape"), real[0], command))
@@ -271,6 +278,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     sys.stdout.buffer.write(out)
     sys.stderr.buffer.write(_coloured(err, real[0], command))
     if memo is not None and rc == 0:
+        run.cpu.now(log.Phase.MEMO_STORE)
         run.record.unmemoised = memo.store(link_plan, workdir, out, err, backend_reads, uncached)
         run.record.verified = memo.verified
         run.record.span(log.Phase.MEMO_STORE, t3, time.time())

@@ -27,6 +27,13 @@ def test_executable(project, tmp_path, tc):
     assert [name for name, _, _ in rec["spans"]] == ["direct lane", "driver line", "memo lookup", "plan",
                                                      "keys and cache lookups", "thin-link", "backends", "final link",
                                                      "memo store"]
+    # ltowrap's own CPU by what it was doing (log.CpuLedger): every stage and every part of a
+    # job's way charged, and the headings add up to the process's own CPU.
+    cpu = rec["cpu"]
+    assert set(cpu["by"]) >= {"start", "imports", "memo lookup", "plan", "thin-link", "backends", "keys: options",
+                              "keys: module facts and side inputs", "keys: shard text", "keys: the rest", "starts",
+                              "cache", "final link", "memo store", "the rest"}, cpu
+    assert abs(sum(cpu["by"].values()) - cpu["self"]) < 0.01, cpu
 
 
 def test_default_linker_is_switched_to_lld(project, tmp_path, tc):

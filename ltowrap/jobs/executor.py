@@ -134,12 +134,13 @@ class Executor:
 
     def _hit(self, state: JobState) -> bool:
         """Serve the job from the local cache if its object is there."""
-        t = time.time()
-        entry = self.store.cached(state)
-        if entry is None:
-            return False
-        self._serve(state, entry, t)
-        return True
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            t = time.time()
+            entry = self.store.cached(state)
+            if entry is None:
+                return False
+            self._serve(state, entry, t)
+            return True
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         self.store.serve(state, entry)
@@ -253,7 +254,9 @@ class Executor:
                         paused = True
                     if state.output in far.answered(queue, state):
                         continue
-                if not self.store.claim(state):
+                with self.res.cpu.charge(log.Cpu.CACHE):
+                    free = self.store.claim(state)
+                if not free:
                     aside.append(state)
                     state.waited = True
                     self.cache.stats.add("backend_waits")
@@ -267,7 +270,8 @@ class Executor:
             if ticket is not None:
                 if far is not None:
                     far.unsent(claimed)
-                self.here.start(claimed, ticket)
+                with self.res.cpu.charge(log.Cpu.STARTS):
+                    self.here.start(claimed, ticket)
             elif far is None or not far.send(claimed):
                 return claimed
             claimed = None
@@ -288,12 +292,15 @@ class Executor:
         if not state.job.module.new or self.far is not None:
             return False
         self.prep.options(state)
-        if not self.store.claim_content(state):
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            free = self.store.claim_content(state)
+        if not free:
             return False
         ticket = self.here.take()
         if ticket is None:
             return False
-        self.here.start(state, ticket)
+        with self.res.cpu.charge(log.Cpu.STARTS):
+            self.here.start(state, ticket)
         return True
 
     def _prepare_next(self, queue: list[JobState]) -> bool:
@@ -372,7 +379,8 @@ class Executor:
             self.prep.make_key(state)
             self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
         try:
-            failure = self._finish(state, rc, end - child.start)
+            with self.res.cpu.charge(log.Cpu.CACHE):
+                failure = self._finish(state, rc, end - child.start)
         finally:
             self.store.release(state)  # after the store: a waiter finds the object
         if not failure:

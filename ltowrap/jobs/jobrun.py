@@ -56,6 +56,7 @@ class JobRun:
     settings: Settings
     record: log.Record
     stats: stats.Stats = field(default_factory=stats.Stats)
+    cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # its own CPU by heading: the stages charge it
     cache: Cache = field(init=False)
     _identities: dict[str, str] = field(default_factory=dict)
     _linkers: dict[str, LinkerFacts] = field(default_factory=dict)
@@ -97,10 +98,11 @@ class JobRun:
                  total: int) -> Iterator[Executor]:
         """An executor for `total` backend jobs of the output `name`; its outcomes go into the log record."""
         # Imported here: a link the memo restores runs no backend and needs none of it (tens of ms).
-        from .. import progress, remote
-        from . import slots
-        from .executor import Executor
-        from .prepare import Resources
+        with self.cpu.charge(log.Cpu.IMPORTS):
+            from .. import progress, remote
+            from . import slots
+            from .executor import Executor
+            from .prepare import Resources
 
         s = self.settings
         identity = self.compiler_identity(clang)
@@ -110,7 +112,8 @@ class JobRun:
         env = toolchain.env_values(toolchain.BACKEND_ENV)
         res = Resources(self.cache, identity, env, gate.jobs, gate, per_module_options=s.backend_opts == "module",
                         debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local,
-                        local_only=local_only(clang, env) if session is not None else "", verify=s.verify)
+                        local_only=local_only(clang, env) if session is not None else "", verify=s.verify,
+                        cpu=self.cpu)
         executor = Executor(backend, res, digest_of)
         try:
             yield executor
@@ -127,7 +130,9 @@ class JobRun:
 
         self.record.end = self.record.end or time.time()
         me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.record.cpu = {"self": round(me.ru_utime + me.ru_stime, 3), "children": round(tools.ru_utime + tools.ru_stime, 3)}
+        own = me.ru_utime + me.ru_stime
+        self.record.cpu = {"self": round(own, 3), "children": round(tools.ru_utime + tools.ru_stime, 3),
+                           "by": self.cpu.by(own)}
         self.cache.close()
         if cleanup:
             try:

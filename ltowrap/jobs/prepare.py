@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .. import cachekey, config, fsutil, optrecords, toolchain
+from .. import cachekey, config, fsutil, log, optrecords, toolchain
 from ..cache import OBJECTS, Cache
 from ..progress import Progress
 from ..stages import sideinputs
@@ -54,6 +54,7 @@ class Resources:
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
     local_only: str = ""  # why no backend may go remote (the local clang reads config files or environment)
     verify: float = 0.0  # share of hits compiled again and compared (config.Settings.verify)
+    cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU, by heading
 
 
 class Stage(enum.IntEnum):
@@ -119,6 +120,10 @@ class Preparer:
     def side_inputs(self, job: Job, argv: list[str]) -> sideinputs.SideInputs:
         """What the compile reads besides its module, shard and imports: what its options name,
         what the inline assembly of its module and of every module it imports reads."""
+        with self.res.cpu.charge(log.Cpu.SIDE_INPUTS):
+            return self._side_inputs(job, argv)
+
+    def _side_inputs(self, job: Job, argv: list[str]) -> sideinputs.SideInputs:
         side = sideinputs.of_argv(argv)
         for path in (job.module.path, *job.imports):
             found = self._module_sides.get(path)
@@ -135,8 +140,9 @@ class Preparer:
         side = state.side = self.side_inputs(job, argv)
         if side.unknown:
             return None, None
-        shard = state.shard_identity = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of,
-                                                                                      job.module.path)
+        with self.res.cpu.charge(log.Cpu.SHARD_TEXT):
+            shard = state.shard_identity = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of,
+                                                                                          job.module.path)
         key, dump = cachekey.backend_key(self.res.compiler, self.res.env, argv, job.module.digest, shard,
                                          side.fields(), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
@@ -151,6 +157,10 @@ class Preparer:
 
     def options(self, state: JobState) -> None:
         """The job's recorded options (or what stands in for them) and its command line."""
+        with self.res.cpu.charge(log.Cpu.OPTIONS):
+            self._options(state)
+
+    def _options(self, state: JobState) -> None:
         job = state.job
         recorded = optrecords.load(self.cache.root, job.module.record_key) if self.res.per_module_options else None
         if recorded is None:
@@ -188,7 +198,8 @@ class Preparer:
     def make_key(self, state: JobState) -> None:
         """Make the job's key (most of it the shard key, shardkey.py) and whether a hit is verified."""
         t = time.time()
-        key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded, state.job.dwo))
+        with self.res.cpu.charge(log.Cpu.KEY_REST):
+            key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded, state.job.dwo))
         if key is None:
             self.cache.stats.add("backend_uncached")
         else:
