@@ -131,7 +131,8 @@ class Preparer:
                 found, followed = sideinputs.of_module(path, self.digest_of.facts)
                 if not followed:
                     self._module_sides[path] = found
-            side |= found
+            if found is not sideinputs.NONE:  # most modules have no inline assembly: a backend imports hundreds
+                side |= found
         return side
 
     def key(self, state: JobState, argv: list[str]) -> tuple[str | None, list[str] | None]:
