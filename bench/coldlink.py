@@ -89,12 +89,14 @@ def idle_slot_seconds(backends: list[dict], jobs: int) -> float:
     return idle
 
 
-def breakdown(record: dict) -> dict:
+def breakdown(record: dict, started: float) -> dict:
+    """The link record's figures; `started`, when the link's process was started (time.time())."""
     spans = {name: round(seconds, 4) for name, seconds in phase_seconds(record).items()}
     thin_end = max((e for n, s, e in record.get("spans", []) if n == Phase.THIN_LINK), default=None)
     first = min((b["start"] for b in record["backends"] if b["source"] == Source.COMPILED), default=None)
     return {"wall": round(record["end"] - record["start"], 4), "phases": spans, "cpu": record.get("cpu"),
             "to_first_backend": round(first - thin_end, 4) if first is not None and thin_end is not None else None,
+            "before_first_backend": round(first - started, 4) if first is not None else None,
             "idle_slot_seconds": round(idle_slot_seconds(record["backends"], record.get("jobs") or JOBS), 4),
             "modules": record["modules"], "compiled": record["backend_compiles"]}
 
@@ -124,6 +126,11 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
     # The link alone, from its compiler on: redis's recipe prints its own banner first (`printf ... 1>&2;cc ...`).
     words = [str(SCRIPTS / "ltowrap-clang"), *words[1 + next(i for i, w in enumerate(words) if w.endswith("ltowrap-clang")):]]
     inproc = [str(LLVM / "clang"), *words[1:], f"-Wl,--thinlto-jobs={JOBS}"]
+    # lld's index-only thin-link alone, its shards written aside: what ltowrap's own time before
+    # the first backend is set against (it runs one such thin-link itself).
+    shards = tmp / "index-only"
+    index_only = [*inproc, f"-Wl,--thinlto-index-only={tmp / 'index-only.txt'}",
+                  f"-Wl,--thinlto-prefix-replace=;{shards}/"]
     output = tmp / f"{name}.out"
     rows = []
     variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {})}
@@ -134,7 +141,8 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             (where / out).unlink(missing_ok=True)
             if which == "inproc":
                 run = measure(inproc, where, env, output)
-                rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu})
+                index = measure(index_only, where, env, output)
+                rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, "index_only": index.wall})
                 continue
             cold = tmp / f"cold-{rep}"
             shutil.rmtree(cold, ignore_errors=True)
@@ -148,7 +156,7 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             record = [json.loads(x) for x in log.read_text().splitlines()][-1]
             if record["decision"] != Decision.DISTRIBUTED:
                 raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
-            rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record)})
+            rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, **breakdown(record, run.started)})
     return [summary(f"{name} ({which})" if which != "ltowrap" else name, rows, which, floor_unit) for which in variants]
 
 
@@ -163,6 +171,8 @@ def summary(label: str, rows: list[dict], which: str, floor_unit: float) -> dict
             "ltowrap": statistics.median(r["wall"] for r in ltowrap_rows), "floor": floor,
             "phases": {p: statistics.median(r["phases"].get(p, 0) for r in ltowrap_rows) for p in phases},
             "to_first_backend": statistics.median(r["to_first_backend"] or 0 for r in ltowrap_rows),
+            "before_first_backend": statistics.median(r["before_first_backend"] or 0 for r in ltowrap_rows),
+            "index_only": statistics.median(r["index_only"] for r in rows if r["config"] == "inproc"),
             "idle_slot_seconds": statistics.median(r["idle_slot_seconds"] for r in ltowrap_rows),
             "cpu_self": statistics.median((r["cpu"] or {}).get("self", 0) for r in ltowrap_rows),
             "cpu_children": statistics.median((r["cpu"] or {}).get("children", 0) for r in ltowrap_rows),
@@ -220,6 +230,13 @@ def table(results: list[dict], floor_unit: float) -> str:
     lines.append("| **a module, less `start` and `imports`** | " + " | ".join(
         f"**{1000 * (r['cpu_self'] - sum(r['cpu_by'].get(h, 0) for h in once)) / r['modules']:.2f}**"
         for r in results) + " |")
+    lines += ["", "Before the first backend (medians, s): from the link's start (its driver) to the first backend "
+              "compile, against lld's index-only thin-link run alone through the same driver line:", "",
+              "| link | ltowrap, to the first backend | lld's index-only thin-link | ltowrap's own beyond it |",
+              "|---|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['project']} | {r['before_first_backend']:.3f} | {r['index_only']:.3f} | "
+                     f"{r['before_first_backend'] - r['index_only']:.3f} |")
     lines += ["", "Phases (medians, s):", ""]
     for r in results:
         lines.append(f"- {r['project']}: " + ", ".join(f"{p} {v:.2f}" for p, v in r["phases"].items()))

@@ -102,6 +102,7 @@ class Run:
     wall: float  # seconds
     cpu: float  # user + sys seconds of the command and all its descendants
     rss_mib: float  # peak RSS of the largest single process among them
+    started: float = 0.0  # time.time() when it was started
 
 
 def write_results(out: Path, stamp, kind: str, title: str, load_at_start: float, text: str, data: dict,
@@ -129,7 +130,7 @@ def measure(argv: list[str], cwd: Path, env: dict[str, str], output: Path) -> Ru
     with open(output, "ab") as out:
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
-        t0 = time.perf_counter()
+        started, t0 = time.time(), time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
@@ -137,7 +138,7 @@ def measure(argv: list[str], cwd: Path, env: dict[str, str], output: Path) -> Ru
     if proc.returncode != 0:
         tail = output.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode} in {cwd}:\n{tail}")
-    return Run(round(wall, 4), round(usage.ru_utime + usage.ru_stime, 4), round(usage.ru_maxrss / 1024, 1))
+    return Run(round(wall, 4), round(usage.ru_utime + usage.ru_stime, 4), round(usage.ru_maxrss / 1024, 1), started)
 
 
 # ---------------------------------------------------------------- the project
