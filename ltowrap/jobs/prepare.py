@@ -112,6 +112,11 @@ class Preparer:
     # A module's side inputs that depend on its bytes alone (no `.include` followed), by store path:
     # a module is imported by many of a link's backends.
     _module_sides: dict[str, sideinputs.SideInputs] = field(default_factory=dict)
+    # What a backend command line (module, shard and output as placeholders) reads, by that line:
+    # a link's jobs share a few (one for each set of recorded options).
+    _argv_sides: dict[tuple[str, ...], sideinputs.SideInputs] = field(default_factory=dict)
+    # The side inputs' digests, read once a link: a sample profile is read by every backend.
+    _file_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def cache(self) -> Cache:
@@ -124,7 +129,10 @@ class Preparer:
             return self._side_inputs(job, argv)
 
     def _side_inputs(self, job: Job, argv: list[str]) -> sideinputs.SideInputs:
-        side = sideinputs.of_argv(argv)
+        line = tuple(argv)
+        side = self._argv_sides.get(line)
+        if side is None:
+            side = self._argv_sides[line] = sideinputs.of_argv(argv)
         for path in (job.module.path, *job.imports):
             found = self._module_sides.get(path)
             if found is None:
@@ -145,7 +153,7 @@ class Preparer:
             shard = state.shard_identity = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of,
                                                                                           job.module.path)
         key, dump = cachekey.backend_key(self.res.compiler, self.res.env, argv, job.module.digest, shard,
-                                         side.fields(), self.res.debug)
+                                         side.fields(self._file_digest), self.res.debug)
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
             if text is not None:
@@ -155,6 +163,12 @@ class Preparer:
             dump.append("shard text (shardkey.py):\n" + text if text is not None
                         else "shard text: unreadable, its raw bytes went in")
         return key, dump
+
+    def _file_digest(self, path: str) -> str:
+        found = self._file_digests.get(path)
+        if found is None:
+            found = self._file_digests[path] = cachekey.file_digest(path)
+        return found
 
     def options(self, state: JobState) -> None:
         """The job's recorded options (or what stands in for them) and its command line."""

@@ -23,14 +23,13 @@ this machine's CPU.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import cachekey
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..formats.modulefacts import Facts
 
 NATIVE = "=native"
@@ -51,9 +50,10 @@ class SideInputs:
     def __bool__(self) -> bool:
         return bool(self.files or self.host or self.unknown)
 
-    def fields(self) -> list[tuple[str, str]]:
-        """What goes into the backend key: each file with the digest of its contents, the host CPU."""
-        out = [("reads", f"{p}\0{cachekey.file_digest(p)}") for p in self.files]
+    def fields(self, digest: Callable[[str], str] = cachekey.file_digest) -> list[tuple[str, str]]:
+        """What goes into the backend key: each file with the digest of its contents (`digest`:
+        cachekey.file_digest, or a link's memo of it), the host CPU."""
+        out = [("reads", f"{p}\0{digest(p)}") for p in self.files]
         if self.host:
             out.append(("host", self.host))
         return out
