@@ -199,7 +199,7 @@ class Memo:
         names.update(plan.scripts.found)
         names.update(plan.scripts.absent)  # MISSING in the manifest: one that appears is a miss
         for path in list(names):
-            if read_head(path).startswith(THIN_ARCHIVE):
+            if path not in plan.read and read_head(path).startswith(THIN_ARCHIVE):
                 names.update(m.path for m in archive.read_members(path) if m.path)
         files = []
         for path in sorted(names):
@@ -210,7 +210,8 @@ class Memo:
                 continue
             if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns:
                 return None
-            files.append((path, cachekey.file_digest(path)))
+            # An input the plan read whole has not changed since (its times say so): those bytes.
+            files.append((path, plan.read.get(path) or cachekey.file_digest(path)))
         # Option records are touched on every use (optrecords.load), so their times say nothing;
         # a compile replaces one whole (atomic rename), and its contents are what counts.
         kept = {optrecords.record_path(self.cache.root, m.record_key) for m in plan.modules if m.record_key}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..cache import Cache
 from ..cachekey import digest_bytes
@@ -44,14 +44,15 @@ class Module:
 
     @classmethod
     def of(cls, data: bytes, path: str, origin: str, container: bytes | None = None, new: bool = False,
-           lld_id: str = "") -> Module:
+           lld_id: str = "", digest: str = "") -> Module:
         """container: the FatLTO object the bitcode came from, whose bytes the record is under;
-        lld_id: the module's name in in-process lld (default: origin)."""
+        lld_id: the module's name in in-process lld (default: origin); digest: digest_bytes(data),
+        if made already."""
         try:
             split = module_count(data) > 1
         except BadBitcode:  # lld will say what is wrong with it (the thin-link fails)
             split = False
-        return cls(digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
+        return cls(digest or digest_bytes(data), path, origin, len(data), record_key(data if container is None else container),
                    split, new, lld_id or origin)
 
 
@@ -74,6 +75,9 @@ class LinkPlan:
     other_inputs: tuple[str, ...]  # input files left as they are (native, shared, scripts)
     scripts: ldscript.ScriptReads  # what linker scripts make lld read (files besides other_inputs), and probe
     lld_major: int = 0  # the linker's major release (what it names LTO objects in a map: finallink)
+    # The input files it read whole (a bitcode module, a FatLTO object), by path: the digest of
+    # their bytes (the link memo's manifest takes it rather than read them again).
+    read: dict[str, str] = field(default_factory=dict)
 
     def by_path(self) -> dict[str, Module]:
         return {m.path: m for m in self.modules}
@@ -123,10 +127,12 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     modules: list[Module] = []
     others: list[str] = []
     scripts: list[Arg] = []
+    read: dict[str, str] = {}
 
     def module(data: bytes, origin: str, container: bytes | None = None, lld_id: str = "") -> Module:
-        stored, new = cache.store_module(f"{len(modules):06d}-{digest_bytes(data)}", data)
-        m = Module.of(data, stored, origin, container, new, lld_id)
+        digest = digest_bytes(data)
+        stored, new = cache.store_module(f"{len(modules):06d}-{digest}", data)
+        m = Module.of(data, stored, origin, container, new, lld_id, digest)
         modules.append(m)
         return m
 
@@ -138,11 +144,13 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
             continue
         head = read_head(path, 18)
         if is_bitcode(head):
-            data = _read(path)
-            pieces.append(Piece(arg, (module(data, path),), rewritten=True))
+            whole = module(_read(path), path)
+            read[path] = whole.digest
+            pieces.append(Piece(arg, (whole,), rewritten=True))
         elif fat and elf.is_relocatable(head) and (bitcode := fat_bitcode(data := _read(path), path)) is not None:
             # lld links a FatLTO object's bitcode, not its native code: in the final link, its
             # place goes to the object compiled from that bitcode, as for any module.
+            read[path] = digest_bytes(data)
             pieces.append(Piece(arg, (module(bitcode, path, container=data),), rewritten=True))
         elif is_archive(head):
             if not archive.has_bitcode_member(path) and not (fat and archive.may_hold_fat_member(path)):
@@ -176,7 +184,7 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
     if not modules:
         raise Unsupported(Reason.NO_BITCODE)
     return LinkPlan(command, tuple(pieces), tuple(modules), tuple(others), script_reads(command, scripts, lld_major),
-                    lld_major)
+                    lld_major, read)
 
 
 def script_reads(command: LinkCommand, inputs: list[Arg], lld_major: int) -> ldscript.ScriptReads:
