@@ -274,6 +274,11 @@ def text(chosen: list[Link], slowest: int = 10) -> str:
         phases = [(n, d) for n, d in phases if d >= 0.0005]
         if phases:
             lines.append("  phases: " + ", ".join(f"{n} {_s(d)}" for n, d in phases))
+        cpu = link.record.get("cpu") or {}
+        if cpu.get("by"):  # ltowrap's own CPU by what it was doing (log.CpuLedger), the largest first
+            shares = sorted(((n, float(s)) for n, s in cpu["by"].items() if float(s) >= 0.005), key=lambda p: -p[1])
+            lines.append(f"  ltowrap's own CPU: {_s(float(cpu['self']))} ("
+                         + ", ".join(f"{n} {_s(s)}" for n, s in shares) + ")")
         path = link.critical_path()
         bound = link.bound()
         if bound is not None:

@@ -127,6 +127,17 @@ def test_an_older_line_with_phases_and_no_spans_is_reported():
     assert link.with_every_hit() == 1.0  # the link less its backends
     newer = {**older, "spans": [["thin-link", 100.0, 100.25], ["backends", 100.25, 101.0], ["backends", 102.0, 103.0]]}
     assert report.links([newer])[0].phases() == {"thin-link": 0.25, "backends": 1.75}
+    assert "own CPU" not in report.text([link])
+
+
+def test_a_links_own_cpu_is_shown_by_what_it_was_doing():
+    """The record's cpu.by (log.CpuLedger): the largest first, the tiny ones left out."""
+    rec = {"tool": "ld.lld", "argv": ["ld.lld", "-o", "prog"], "start": 100.0, "end": 104.0, "decision": "distributed",
+           "cpu": {"self": 0.25, "children": 9.0,
+                   "by": {"start": 0.06, "keys: shard text": 0.12, "cache": 0.0702, "the rest": 0.004}},
+           "backends": []}
+    assert "  ltowrap's own CPU: 0.25 s (keys: shard text 0.12 s, cache 0.07 s, start 0.06 s)" \
+        in report.text(report.links([rec]))
 
 
 def test_the_progress_line_shows_on_a_terminal_only(project, tmp_path, tc22):
