@@ -1806,10 +1806,30 @@ static void bc_facts_out_free(bc_facts_out *o) {
     memset(o, 0, sizeof *o);
 }
 
+/* A set of codes of a table, those below 64 answered from a bit mask (a metadata block asks
+   of every record). */
+typedef struct {
+    const bc_set *set;
+    uint64_t low;
+} bc_codes;
+
+static bc_codes bc_codes_of(const bc_set *set) {
+    bc_codes c = {set, 0};
+    for (size_t k = 0; k < set->n; k++)
+        if (set->v[k] < 64)
+            c.low |= (uint64_t)1 << set->v[k];
+    return c;
+}
+
+static inline int bc_codes_in(const bc_codes *c, uint64_t code) {
+    return code < 64 ? (int)((c->low >> code) & 1) : bc_in(c->set, code);
+}
+
 typedef struct {
     const uint64_t *v;
     size_t n;
     const bc_facts_tables *tb;
+    bc_codes md_known, md_debug, md_no_id; /* tb's */
     bc_text why;      /* interface._Unknown's message (BC_UNKNOWN) */
     char message[96]; /* BadBitcode's (BC_BAD) */
     uint64_t steps;   /* left to reaches_named */
@@ -2155,7 +2175,7 @@ static int bc_module_flags_with(bc_mf *f, size_t b, size_t constants, uint64_t g
             if (named && is_flags)
                 flags_at = i;
             named = 0;
-        } else if (!bc_in(&tb->md_no_id, kind)) {
+        } else if (!bc_codes_in(&f->md_no_id, kind)) {
             CHECK(bc_md_set(nodes, next_id, i));
             next_id++;
         }
@@ -2695,14 +2715,13 @@ static int bc_md_todo(bc_metadata *d, uint64_t t) {
 /* interface._metadata: the METADATA block at b as its lines (each indented by four) in out. */
 static int bc_metadata_lines_with(bc_mf *f, bc_iface *m, bc_metadata *d, size_t b, bc_text *out) {
     const uint64_t *v = f->v;
-    const bc_facts_tables *tb = f->tb;
     size_t name = SIZE_MAX;
     BC_CHILDREN(v, b, i) {
         if (BC_IS_BEGIN(v, i))
             return bc_mf_why(f, "block ", &v[i + 1], " in METADATA");
         uint64_t code = v[i + 1];
         size_t n = BC_COUNT(v, i);
-        if (!bc_in(&tb->md_known, code))
+        if (!bc_codes_in(&f->md_known, code))
             return bc_mf_why(f, "metadata record ", &code, "");
         if (code == MD_STRINGS) {
             if (n < 3)
@@ -2728,7 +2747,7 @@ static int bc_metadata_lines_with(bc_mf *f, bc_iface *m, bc_metadata *d, size_t 
                 }
             }
             free(spans);
-        } else if (bc_in(&tb->md_debug, code)) {
+        } else if (bc_codes_in(&f->md_debug, code)) {
             CHECK(bc_md_id_add(d, (bc_md_id){ID_DEBUG, 0, 0, 0}));
         } else if (code == MD_VALUE) {
             if (n != 3)
@@ -3130,6 +3149,9 @@ static int bc_module_facts(const uint8_t *data, size_t len, const bc_want *want,
     bc_mf f;
     memset(&f, 0, sizeof f);
     f.tb = tables;
+    f.md_known = bc_codes_of(&tables->md_known);
+    f.md_debug = bc_codes_of(&tables->md_debug);
+    f.md_no_id = bc_codes_of(&tables->md_no_id);
     f.steps = BC_TYPE_STEPS;
     error[0] = 0;
     int e = bc_read(data, len, want, &ev, error, error_size);
