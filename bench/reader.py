@@ -7,11 +7,14 @@ formats/bitcode.py's read_python, the reference), the median of --reps runs of e
 averaged over the files:
   read     bitcode.read of the whole stream (every block, every record), modules and shards (a
            shard's is the tree canonical_python builds its text from)
-  facts    formats/modulefacts.read: everything a link asks of a module, in one read
+  facts    formats/modulefacts.read: everything a link asks of a module, in one read: with the
+           compiled reader, made in C from the decoded stream (ltowrap._bitcode.module_facts)
+  facts, Python text
+           modulefacts.read_python: the same facts built in Python from the reader's tree (with
+           the compiled reader: what `facts` cost before they were made in C)
   facts' read
-           bitcode.read under modulefacts.WANT alone: the tree facts' texts are built from (with
-           the compiled reader, the C read and the Nodes made of it; facts less this is the
-           Python building the texts)
+           bitcode.read under modulefacts.WANT alone: the tree read_python builds the facts from
+           (with the compiled reader, the C read and the Nodes made of it)
   shard    shardkey.canonical: a shard's canonical text, the modules' digests and interfaces
            given (what the backend key takes of the shard): with the compiled reader, made in C
            from the decoded stream (ltowrap._bitcode.shard_text)
@@ -79,6 +82,8 @@ def measure(files: dict, reps: int) -> dict[str, dict[str, float]]:
             "read module": per_file(files["modules"], lambda d: bitcode.read(bitcode.bitstream(d)), reps),
             "read shard": per_file(files["shards"], lambda d: bitcode.read(bitcode.bitstream(d)), reps),
             "facts": per_file(files["modules"], lambda d: modulefacts.read(d, cachekey.digest_bytes), reps),
+            "facts, Python text": per_file(files["modules"],
+                                           lambda d: modulefacts.read_python(d, cachekey.digest_bytes), reps),
             "facts' read": per_file(files["modules"], lambda d: bitcode.read(bitcode.bitstream(d), modulefacts.WANT),
                                     reps),
             "shard": per_file(files["shards"], canonical, reps),

@@ -1,4 +1,4 @@
-/* ltowrap._bitcode: bitcode.read() and shardkey.canonical() in C.
+/* ltowrap._bitcode: bitcode.read(), shardkey.canonical() and modulefacts.read() in C.
 
    The same walk as ltowrap/formats/bitcode.py's read_python, rule for rule: the Python one
    is the reference, and tests/test_bitcode_native.py holds this one to it (equal trees,
@@ -6,11 +6,14 @@
 
    Two layers. The core (bc_read and what it calls) uses no Python API: it decodes the
    stream into a flat buffer of 64-bit words (bc_out: records, block starts and ends) or
-   says why the stream is refused. A second core layer (bc_shard_text) makes an index shard's
-   canonical text (formats/shardkey.py) from that buffer, with no Python objects in between.
+   says why the stream is refused. On that buffer, with no Python objects in between, more of
+   the core: bc_shard_text makes an index shard's canonical text (formats/shardkey.py), and
+   bc_module_facts a module's facts (formats/modulefacts.py: its interface text, inline
+   assembly, triple and flags, producer).
    dev/fuzz/bitcode_fuzz.c includes this file with LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes
    the core alone. The Python layer at the end turns a Want into a bc_want and the buffer into
-   Nodes, or gives the shard text its callbacks and returns it as a str.
+   Nodes, gives the shard text its callbacks and returns it as a str, or returns the facts as
+   the tuple modulefacts.read takes.
 
    Every count and width comes from the stream, so every sum or product of them is checked
    before it is made: a position is a bit offset (uint64_t) no greater than the stream's
@@ -1720,6 +1723,1496 @@ static int bc_shard_text(bc_u64s *ev, const bc_shard_tables *tables, const bc_sh
     return e;
 }
 
+/* --- a module's facts --------------------------------------------------------------------------------
+
+   formats/modulefacts.py's read_python, rule for rule, from the events of one read under
+   modulefacts.WANT: the inline assembly (irmodule.asm_of), the triple and module flags
+   (irmodule.facts_of), the interface text (interface.interface_of, with its second read under
+   interface._WHOLE for a module it does not know) and the producer (irmodule.producer_of), each
+   part's BadBitcode with the same message where the Python one raises it, in the order read_python
+   meets them. Strings come out as bytes (bc_fact spans): the caller decodes them and matches the
+   string table against irmodule's directive names, as the Python one does. interface.py's and
+   irmodule.py's tables come from the caller (bc_facts_tables). tests/test_modulefacts_native.py
+   holds the two equal. What it does not take answers BC_DEFER, and the caller runs the Python one:
+   a METADATA_STRINGS record of fewer than two fields in the interface's metadata (the Python one
+   fails there with an IndexError), a type whose check for a named struct walks more than
+   BC_TYPE_STEPS types, a text larger than BC_TEXT_LIMIT (both only of streams made to be so). */
+
+#define BC_CONSTANTS 11
+#define BC_FUNCTION 12
+#define BC_IDENTIFICATION 13
+#define BC_METADATA 15
+#define BC_TYPES 17
+#define BC_STRTAB 23
+#define BC_SYMTAB 25
+#define BC_TYPE_STEPS 1000000
+#define BC_TEXT_LIMIT ((size_t)1 << 28)
+/* bitcodes.py's codes that the facts name. */
+enum { MODULE_VERSION = 1, MODULE_TRIPLE = 2, MODULE_ASM = 4, MODULE_GLOBALVAR = 7, MODULE_FUNCTION = 8,
+       MODULE_VSTOFFSET = 13, MODULE_HASH = 17 };
+enum { TYPE_NUMENTRY = 1, TYPE_OPAQUE = 6, TYPE_INTEGER = 7, TYPE_ARRAY = 11, TYPE_VECTOR = 12, TYPE_STRUCT_ANON = 18,
+       TYPE_STRUCT_NAME = 19, TYPE_STRUCT_NAMED = 20, TYPE_FUNCTION = 21, TYPE_OPAQUE_POINTER = 25, TYPE_TARGET = 26 };
+enum { CST_SETTYPE = 1, CST_NULL = 2, CST_INTEGER = 4 };
+enum { MD_VALUE = 2, MD_NODE = 3, MD_NAME = 4, MD_DISTINCT = 5, MD_KIND = 6, MD_NAMED_NODE = 10, MD_STRINGS = 35 };
+enum { FUNC_DECLAREBLOCKS = 1, IDENTIFICATION_STRING = 1, STRTAB_BLOB = 1 };
+
+/* interface.py's and irmodule.py's tables, given by the caller (one definition, in Python). */
+typedef struct {
+    const char *format;            /* interface: FORMAT */
+    bc_set raw_blocks;             /* RAW_BLOCKS */
+    bc_set passed_blocks;          /* READ_BLOCKS | DROPPED_BLOCKS | SKIPPED_BLOCKS */
+    bc_set kept_codes;             /* KEPT_MODULE_CODES */
+    bc_set dropped_codes;          /* DROPPED_MODULE_CODES */
+    bc_set globals_read;           /* GLOBALS_READ */
+    bc_set local_linkages;         /* LOCAL_LINKAGES */
+    uint64_t appending;            /* APPENDING_LINKAGE */
+    bc_set known_linkages;         /* KNOWN_LINKAGES */
+    const uint64_t *primitive;     /* PRIMITIVE_TYPES' codes ... */
+    const char *const *primitive_names; /* ... and names */
+    size_t nprimitive;
+    bc_set simple_constants;       /* SIMPLE_CONSTANTS */
+    bc_set md_debug;               /* MD_DEBUG */
+    bc_set md_known;               /* MD_KNOWN */
+    uint64_t max_depth;            /* MAX_TYPE_DEPTH */
+    const uint8_t *intrinsic;      /* INTRINSIC_PREFIX */
+    size_t nintrinsic;
+    const uint64_t *asm_codes, *asm_at; /* irmodule: INLINE_ASM */
+    size_t nasm;
+    bc_set md_no_id;               /* irmodule: MD_NO_ID */
+    const uint8_t *module_flags;   /* irmodule: MODULE_FLAGS */
+    size_t nmodule_flags;
+    bc_set global_value_codes;     /* irmodule: GLOBAL_VALUE_CODES */
+} bc_facts_tables;
+
+/* A fact of the answer: a string (bytes at..at+n of bc_facts_out.bytes), a flag's value with it. */
+enum { FACT_ASM, FACT_TEMPLATE, FACT_STRTAB, FACT_TRIPLE, FACT_FLAG, FACT_PRODUCER };
+typedef struct {
+    int kind;
+    size_t at, n;
+    int64_t value;
+} bc_fact;
+
+typedef struct {
+    bc_text interface; /* interface_of's text */
+    bc_text bytes;
+    bc_fact *facts;
+    size_t n, cap;
+} bc_facts_out;
+
+static void bc_facts_out_free(bc_facts_out *o) {
+    bc_text_free(&o->interface);
+    bc_text_free(&o->bytes);
+    free(o->facts);
+    memset(o, 0, sizeof *o);
+}
+
+/* A set of codes of a table, those below 64 answered from a bit mask (a metadata block asks
+   of every record). */
+typedef struct {
+    const bc_set *set;
+    uint64_t low;
+} bc_codes;
+
+static bc_codes bc_codes_of(const bc_set *set) {
+    bc_codes c = {set, 0};
+    for (size_t k = 0; k < set->n; k++)
+        if (set->v[k] < 64)
+            c.low |= (uint64_t)1 << set->v[k];
+    return c;
+}
+
+static inline int bc_codes_in(const bc_codes *c, uint64_t code) {
+    return code < 64 ? (int)((c->low >> code) & 1) : bc_in(c->set, code);
+}
+
+typedef struct {
+    const uint64_t *v;
+    size_t n;
+    const bc_facts_tables *tb;
+    bc_codes md_known, md_debug, md_no_id; /* tb's */
+    bc_text why;      /* interface._Unknown's message (BC_UNKNOWN) */
+    char message[96]; /* BadBitcode's (BC_BAD) */
+    uint64_t steps;   /* left to reaches_named */
+} bc_mf;
+
+static int bc_mf_bad(bc_mf *f, const char *msg) {
+    snprintf(f->message, sizeof f->message, "%s", msg);
+    return BC_BAD;
+}
+
+static int bc_mf_why(bc_mf *f, const char *before, const uint64_t *x, const char *after) {
+    f->why.n = 0;
+    bc_puts(&f->why, before);
+    if (x)
+        bc_putu(&f->why, *x);
+    bc_puts(&f->why, after);
+    return BC_UNKNOWN;
+}
+
+/* bitcode.record_bytes: the fields w[0:n] as bytes appended to t; BadBitcode for one above 255. */
+static int bc_mf_bytes(bc_mf *f, const uint64_t *w, size_t n, bc_text *t) {
+    char buf[256];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i] > 255)
+            return bc_mf_bad(f, "a character above 255 in a string");
+        buf[k++] = (char)w[i];
+        if (k == sizeof buf) {
+            bc_put(t, buf, k);
+            k = 0;
+        }
+    }
+    bc_put(t, buf, k);
+    return t->failed ? BC_NOMEM : BC_OK;
+}
+
+static int bc_has_above_255(const uint64_t *w, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (w[i] > 255)
+            return 1;
+    return 0;
+}
+
+/* interface._name: repr(bytes)[2:-1], as CPython writes a bytes object's repr. */
+static void bc_put_name(bc_text *t, const uint8_t *p, size_t n) {
+    int squote = n && memchr(p, '\'', n) != NULL, dquote = n && memchr(p, '"', n) != NULL;
+    unsigned char quote = squote && !dquote ? '"' : '\'';
+    static const char hex[] = "0123456789abcdef";
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = p[k];
+        char e[4];
+        if (c == quote || c == '\\') {
+            e[0] = '\\';
+            e[1] = (char)c;
+            bc_put(t, e, 2);
+        } else if (c == '\t') {
+            bc_put(t, "\\t", 2);
+        } else if (c == '\n') {
+            bc_put(t, "\\n", 2);
+        } else if (c == '\r') {
+            bc_put(t, "\\r", 2);
+        } else if (c < ' ' || c >= 0x7f) {
+            e[0] = '\\';
+            e[1] = 'x';
+            e[2] = hex[c >> 4];
+            e[3] = hex[c & 15];
+            bc_put(t, e, 4);
+        } else {
+            bc_put(t, &c, 1);
+        }
+    }
+}
+
+/* bytes.hex() of fields known to be bytes. */
+static void bc_put_hex(bc_text *t, const uint64_t *w, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    for (size_t k = 0; k < n; k++) {
+        char e[2] = {hex[(w[k] >> 4) & 15], hex[w[k] & 15]};
+        bc_put(t, e, 2);
+    }
+}
+
+/* The first sub-block of this id of the block at b; SIZE_MAX when none. */
+static size_t bc_first_block(const uint64_t *v, size_t b, uint64_t bid) {
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i) && v[i + 1] == bid)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* --- bitcode.metadata_strings ---------------------------------------------------------------------- */
+
+typedef struct {
+    size_t at, n; /* in the blob */
+} bc_span;
+
+/* The strings of a METADATA_STRINGS record [count, offset, blob]: `count` VBR6 lengths from the
+   blob's first `offset` bytes (bits past the blob 0, as Reader.run reads them: every value decoded
+   before the end is checked), then the strings from byte `offset` on, abutting. */
+static int bc_md_strings(bc_mf *f, uint64_t count, uint64_t offset, const uint8_t *blob, size_t n, bc_span **out,
+                         size_t *nout) {
+    *out = NULL;
+    *nout = 0;
+    if (offset > n)
+        return bc_mf_bad(f, "bad METADATA_STRINGS offset");
+    uint64_t end = 8 * offset;
+    if (count > end / 6)
+        return bc_mf_bad(f, "read past the end");
+    bc_span *spans = malloc((count ? (size_t)count : 1) * sizeof(bc_span));
+    if (!spans)
+        return BC_NOMEM;
+    uint64_t pos = 0;
+    for (uint64_t k = 0; k < count; k++) {
+        uint64_t value = 0, shift = 0;
+        int more = 1, over = 0;
+        for (int first = 1; more; first = 0) {
+            if (!first && shift >= 64) {
+                free(spans);
+                return bc_mf_bad(f, "vbr too long");
+            }
+            uint64_t chunk = 0;
+            for (int bit = 0; bit < 6; bit++) {
+                uint64_t p = pos + (uint64_t)bit;
+                if ((p >> 3) < n)
+                    chunk |= (uint64_t)((blob[p >> 3] >> (p & 7)) & 1) << bit;
+            }
+            pos += 6;
+            uint64_t low = chunk & 31;
+            if (shift + 5 > 64 && (low >> (64 - shift)))
+                over = 1;
+            value |= low << shift;
+            shift += 5;
+            more = (chunk & 32) != 0;
+        }
+        if (over) {
+            free(spans);
+            return bc_mf_bad(f, "vbr too long");
+        }
+        spans[k].n = (size_t)(value > n ? (uint64_t)n + 1 : value); /* past the blob either way */
+    }
+    if (pos > end) {
+        free(spans);
+        return bc_mf_bad(f, "read past the end");
+    }
+    uint64_t at = offset;
+    for (uint64_t k = 0; k < count; k++) {
+        spans[k].at = (size_t)at;
+        at += spans[k].n;
+        if (at > n) {
+            free(spans);
+            return bc_mf_bad(f, "METADATA_STRINGS runs past its blob");
+        }
+    }
+    *out = spans;
+    *nout = (size_t)count;
+    return BC_OK;
+}
+
+/* A record's blob fields (known to be bytes) as bytes, malloc'd. */
+static uint8_t *bc_blob_of(const uint64_t *w, size_t n) {
+    uint8_t *p = malloc(n ? n : 1);
+    if (p)
+        for (size_t k = 0; k < n; k++)
+            p[k] = (uint8_t)w[k];
+    return p;
+}
+
+/* --- irmodule.asm_of ------------------------------------------------------------------------------- */
+
+static int bc_add_fact(bc_facts_out *o, int kind, size_t at, size_t n, int64_t value) {
+    void *grown = o->facts;
+    if (bc_grow(&grown, o->n, &o->cap, sizeof(bc_fact), 16))
+        return BC_NOMEM;
+    o->facts = grown;
+    o->facts[o->n++] = (bc_fact){kind, at, n, value};
+    return BC_OK;
+}
+
+/* A string of fields as a fact (record_bytes: BadBitcode for one above 255). */
+static int bc_string_fact(bc_mf *f, bc_facts_out *o, int kind, const uint64_t *w, size_t n) {
+    size_t at = o->bytes.n;
+    CHECK(bc_mf_bytes(f, w, n, &o->bytes));
+    return bc_add_fact(o, kind, at, o->bytes.n - at, 0);
+}
+
+static int bc_asm_constants(bc_mf *f, size_t b, bc_facts_out *o) {
+    const uint64_t *v = f->v;
+    const bc_facts_tables *tb = f->tb;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i))
+            continue;
+        size_t k = 0;
+        while (k < tb->nasm && tb->asm_codes[k] != v[i + 1])
+            k++;
+        if (k == tb->nasm)
+            continue;
+        const uint64_t *fields = v + i + 2;
+        uint64_t nf = BC_COUNT(v, i) - 1, at = tb->asm_at[k];
+        /* BitcodeReader::parseConstants: the asm string, then the constraints' length and string. */
+        if (at >= nf || fields[at] >= nf - at - 1 || fields[at + 1 + fields[at]] > nf - at - 2 - fields[at])
+            return bc_mf_bad(f, "bad INLINEASM record");
+        CHECK(bc_string_fact(f, o, FACT_TEMPLATE, fields + at + 1, (size_t)fields[at]));
+    }
+    return BC_OK;
+}
+
+static int bc_asm_of(bc_mf *f, bc_facts_out *o) {
+    const uint64_t *v = f->v;
+    size_t modules = 0, strtab_at = 0, strtab_n = 0;
+    int has_strtab = 0;
+    for (size_t i = 0; i < f->n; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i))
+            continue;
+        if (v[i + 1] == BC_MODULE) {
+            modules++;
+            BC_CHILDREN(v, i, j) {
+                if (!BC_IS_BEGIN(v, j)) {
+                    if (v[j + 1] == MODULE_ASM)
+                        CHECK(bc_string_fact(f, o, FACT_ASM, v + j + 2, BC_COUNT(v, j) - 1));
+                } else if (v[j + 1] == BC_CONSTANTS) {
+                    CHECK(bc_asm_constants(f, j, o));
+                } else if (v[j + 1] == BC_FUNCTION) {
+                    size_t first = j + 6, end = (size_t)v[j + 3] - 1;
+                    if (first >= end || BC_IS_BEGIN(v, first) || v[first + 1] != FUNC_DECLAREBLOCKS)
+                        return bc_mf_bad(f, "a function block that does not start with DECLAREBLOCKS");
+                    size_t second = bc_next(v, first);
+                    if (second < end && BC_IS_BEGIN(v, second) && v[second + 1] == BC_CONSTANTS)
+                        CHECK(bc_asm_constants(f, second, o));
+                }
+            }
+        } else if (v[i + 1] == BC_STRTAB) {
+            has_strtab = 1;
+            strtab_at = o->bytes.n;
+            BC_CHILDREN(v, i, j) {
+                if (!BC_IS_BEGIN(v, j) && v[j + 1] == STRTAB_BLOB)
+                    CHECK(bc_mf_bytes(f, v + j + 2, BC_COUNT(v, j) - 1, &o->bytes));
+            }
+            strtab_n = o->bytes.n - strtab_at;
+        }
+    }
+    if (!modules)
+        return bc_mf_bad(f, "no module");
+    return has_strtab ? bc_add_fact(o, FACT_STRTAB, strtab_at, strtab_n, 0) : BC_OK;
+}
+
+/* --- irmodule.facts_of ----------------------------------------------------------------------------- */
+
+/* _Constants.integer: the integer constant of this value id; *found 0 for another kind of value. */
+static void bc_constant_integer(const uint64_t *v, size_t constants, uint64_t global_values, uint64_t value_id,
+                                int *found, int64_t *value) {
+    *found = 0;
+    if (value_id < global_values || constants == SIZE_MAX)
+        return;
+    uint64_t i = value_id - global_values;
+    BC_CHILDREN(v, constants, j) {
+        if (BC_IS_BEGIN(v, j) || v[j + 1] == CST_SETTYPE)
+            continue;
+        if (i == 0) {
+            if (v[j + 1] == CST_INTEGER && BC_COUNT(v, j) == 2) { /* signed VBR: the sign in the low bit */
+                uint64_t x = v[j + 2];
+                *found = 1;
+                *value = x & 1 ? -(int64_t)(x >> 1) : (int64_t)(x >> 1);
+            } else if (v[j + 1] == CST_NULL) {
+                *found = 1;
+                *value = 0;
+            }
+            return;
+        }
+        i--;
+    }
+}
+
+/* A metadata id's record (its event index), as _module_flags's `nodes` holds them. */
+typedef struct {
+    size_t *at; /* SIZE_MAX: none */
+    size_t n;
+} bc_md_nodes;
+
+static int bc_md_set(bc_md_nodes *m, uint64_t id, size_t at) {
+    if (id >= m->n) {
+        if (id >= SIZE_MAX / (2 * sizeof(size_t)))
+            return BC_NOMEM;
+        size_t cap = m->n ? m->n : 64;
+        while (cap <= id)
+            cap *= 2;
+        size_t *grown = realloc(m->at, cap * sizeof(size_t));
+        if (!grown)
+            return BC_NOMEM;
+        for (size_t k = m->n; k < cap; k++)
+            grown[k] = SIZE_MAX;
+        m->at = grown;
+        m->n = cap;
+    }
+    m->at[id] = at;
+    return BC_OK;
+}
+
+static size_t bc_md_get(const bc_md_nodes *m, uint64_t id) {
+    return id < m->n ? m->at[id] : SIZE_MAX;
+}
+
+static int bc_not_found(bc_mf *f, uint64_t md) {
+    snprintf(f->message, sizeof f->message, "metadata %llu not found", (unsigned long long)md);
+    return BC_BAD;
+}
+
+/* _module_flags, from the module-level METADATA block at b. */
+static int bc_module_flags_with(bc_mf *f, size_t b, size_t constants, uint64_t global_values, bc_facts_out *o,
+                                bc_md_nodes *nodes, uint8_t **blob, bc_span **strings) {
+    const uint64_t *v = f->v;
+    const bc_facts_tables *tb = f->tb;
+    size_t nstrings = 0, flags_at = SIZE_MAX;
+    uint64_t next_id = 0;
+    int named = 0, is_flags = 0;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i))
+            continue;
+        uint64_t kind = v[i + 1];
+        size_t n = BC_COUNT(v, i);
+        if (named && kind != MD_NAMED_NODE)
+            return bc_mf_bad(f, "METADATA_NAME not followed by its node");
+        if (kind == MD_STRINGS) {
+            if (n < 3)
+                return bc_mf_bad(f, "bad METADATA_STRINGS record");
+            if (bc_has_above_255(v + i + 4, n - 3))
+                return bc_mf_bad(f, "a character above 255 in a string");
+            free(*blob);
+            free(*strings);
+            *strings = NULL;
+            if (!(*blob = bc_blob_of(v + i + 4, n - 3)))
+                return BC_NOMEM;
+            CHECK(bc_md_strings(f, v[i + 2], v[i + 3], *blob, n - 3, strings, &nstrings));
+            next_id = nstrings;
+        } else if (kind == MD_NAME) {
+            if (bc_has_above_255(v + i + 2, n - 1))
+                return bc_mf_bad(f, "a character above 255 in a string");
+            named = 1;
+            is_flags = n - 1 == tb->nmodule_flags;
+            for (size_t k = 0; is_flags && k < tb->nmodule_flags; k++)
+                is_flags = v[i + 2 + k] == tb->module_flags[k];
+        } else if (kind == MD_NAMED_NODE) {
+            if (named && is_flags)
+                flags_at = i;
+            named = 0;
+        } else if (!bc_codes_in(&f->md_no_id, kind)) {
+            CHECK(bc_md_set(nodes, next_id, i));
+            next_id++;
+        }
+    }
+    if (flags_at == SIZE_MAX)
+        return BC_OK;
+    for (size_t k = 0; k + 1 < BC_COUNT(v, flags_at); k++) {
+        uint64_t md = v[flags_at + 2 + k];
+        size_t node = bc_md_get(nodes, md);
+        if (node == SIZE_MAX)
+            return bc_not_found(f, md);
+        if (v[node + 1] != MD_NODE && v[node + 1] != MD_DISTINCT)
+            return bc_mf_bad(f, "a module flag that is not a node");
+        if (BC_COUNT(v, node) != 4)
+            continue; /* not {behaviour, name, value} */
+        uint64_t name_op = v[node + 3], value_op = v[node + 4]; /* operands are ids + 1 */
+        if (name_op == 0 || name_op - 1 >= nstrings)
+            return bc_mf_bad(f, "a module flag whose name is not a string");
+        /* _integer */
+        if (value_op == 0 || value_op - 1 < nstrings)
+            continue;
+        size_t value = bc_md_get(nodes, value_op - 1);
+        if (value == SIZE_MAX)
+            return bc_not_found(f, value_op - 1);
+        if (v[value + 1] != MD_VALUE || BC_COUNT(v, value) != 3)
+            continue;
+        int found;
+        int64_t number;
+        bc_constant_integer(v, constants, global_values, v[value + 3], &found, &number);
+        if (!found)
+            continue;
+        const bc_span *s = &(*strings)[name_op - 1];
+        size_t at = o->bytes.n;
+        bc_put(&o->bytes, *blob + s->at, s->n);
+        if (o->bytes.failed)
+            return BC_NOMEM;
+        CHECK(bc_add_fact(o, FACT_FLAG, at, s->n, number));
+    }
+    return BC_OK;
+}
+
+static int bc_facts_of(bc_mf *f, bc_facts_out *o) {
+    const uint64_t *v = f->v;
+    size_t module = SIZE_MAX;
+    for (size_t i = 0; i < f->n && module == SIZE_MAX; i = bc_next(v, i))
+        if (BC_IS_BEGIN(v, i) && v[i + 1] == BC_MODULE)
+            module = i;
+    if (module == SIZE_MAX)
+        return bc_mf_bad(f, "no module");
+    size_t constants = SIZE_MAX, metadata = SIZE_MAX, triple = SIZE_MAX;
+    uint64_t global_values = 0;
+    BC_CHILDREN(v, module, i) {
+        if (BC_IS_BEGIN(v, i)) {
+            if (v[i + 1] == BC_CONSTANTS && constants == SIZE_MAX) {
+                constants = i;
+            } else if (v[i + 1] == BC_METADATA && metadata == SIZE_MAX) {
+                metadata = i;
+                break; /* what follows the module-level metadata is not needed */
+            }
+        } else if (v[i + 1] == MODULE_TRIPLE) {
+            if (bc_has_above_255(v + i + 2, BC_COUNT(v, i) - 1))
+                return bc_mf_bad(f, "a character above 255 in a string");
+            triple = i;
+        } else if (bc_in(&f->tb->global_value_codes, v[i + 1])) {
+            if (constants != SIZE_MAX)
+                return bc_mf_bad(f, "a global value after the module's constants");
+            global_values++;
+        }
+    }
+    if (triple == SIZE_MAX)
+        CHECK(bc_add_fact(o, FACT_TRIPLE, o->bytes.n, 0, 0));
+    else
+        CHECK(bc_string_fact(f, o, FACT_TRIPLE, v + triple + 2, BC_COUNT(v, triple) - 1));
+    if (metadata == SIZE_MAX)
+        return BC_OK; /* no metadata: no flags */
+    bc_md_nodes nodes = {NULL, 0};
+    uint8_t *blob = NULL;
+    bc_span *strings = NULL;
+    int e = bc_module_flags_with(f, metadata, constants, global_values, o, &nodes, &blob, &strings);
+    free(nodes.at);
+    free(blob);
+    free(strings);
+    return e;
+}
+
+/* --- irmodule.producer_of -------------------------------------------------------------------------- */
+
+static int bc_producer_of(bc_mf *f, bc_facts_out *o) {
+    const uint64_t *v = f->v;
+    for (size_t i = 0; i < f->n; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i))
+            continue;
+        if (v[i + 1] == BC_IDENTIFICATION) {
+            BC_CHILDREN(v, i, j) {
+                if (!BC_IS_BEGIN(v, j) && v[j + 1] == IDENTIFICATION_STRING)
+                    return bc_string_fact(f, o, FACT_PRODUCER, v + j + 2, BC_COUNT(v, j) - 1);
+            }
+        }
+        break;
+    }
+    return bc_add_fact(o, FACT_PRODUCER, o->bytes.n, 0, 0);
+}
+
+/* --- interface.interface_of ------------------------------------------------------------------------ */
+
+/* interface._Types */
+typedef struct {
+    size_t *rec;       /* per type id: its record's event index */
+    size_t n;
+    size_t *name_at;   /* per type id: its name in names, SIZE_MAX when unnamed */
+    size_t *name_n;
+    bc_text names;
+    size_t *created;   /* getIdentifiedStructTypes order */
+    size_t ncreated;
+    size_t *cache_at;  /* per type id: its text in cache, SIZE_MAX until made */
+    size_t *cache_n;
+    bc_text cache;
+} bc_types;
+
+static void bc_types_free(bc_types *t) {
+    free(t->rec);
+    free(t->name_at);
+    free(t->name_n);
+    bc_text_free(&t->names);
+    free(t->created);
+    free(t->cache_at);
+    free(t->cache_n);
+    bc_text_free(&t->cache);
+}
+
+static int bc_is_primitive(const bc_facts_tables *tb, uint64_t code, size_t *k) {
+    for (*k = 0; *k < tb->nprimitive; (*k)++)
+        if (tb->primitive[*k] == code)
+            return 1;
+    return 0;
+}
+
+/* _Types._reads: the type ids a record names, in two runs (a function's parameters, then its return). */
+static void bc_type_reads(const uint64_t *r, size_t n, const uint64_t **a, size_t *na, const uint64_t **b,
+                          size_t *nb) {
+    uint64_t code = r[0];
+    *na = *nb = 0;
+    *a = *b = r;
+    if (code == TYPE_ARRAY || code == TYPE_VECTOR) {
+        if (n >= 3) {
+            *a = r + 2;
+            *na = 1;
+        }
+    } else if (code == TYPE_STRUCT_ANON || code == TYPE_STRUCT_NAMED) {
+        if (n > 2) {
+            *a = r + 2;
+            *na = n - 2;
+        }
+    } else if (code == TYPE_FUNCTION) {
+        if (n > 3) {
+            *a = r + 3;
+            *na = n - 3;
+        }
+        if (n >= 3) {
+            *b = r + 2;
+            *nb = 1;
+        }
+    } else if (code == TYPE_TARGET) {
+        if (n >= 2) {
+            *a = r + 2;
+            *na = (size_t)(r[1] < n - 2 ? r[1] : n - 2);
+        }
+    }
+}
+
+static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
+    const uint64_t *v = f->v;
+    const bc_facts_tables *tb = f->tb;
+    size_t total = 0;
+    if (b != SIZE_MAX) {
+        BC_CHILDREN(v, b, i) total++;
+    }
+    size_t cap = total ? total : 1;
+    t->rec = malloc(cap * sizeof(size_t));
+    t->name_at = malloc(cap * sizeof(size_t));
+    t->name_n = malloc(cap * sizeof(size_t));
+    t->created = malloc(cap * sizeof(size_t));
+    t->cache_at = malloc(cap * sizeof(size_t));
+    t->cache_n = malloc(cap * sizeof(size_t));
+    unsigned char *in_created = calloc(cap, 1);
+    if (!t->rec || !t->name_at || !t->name_n || !t->created || !t->cache_at || !t->cache_n || !in_created) {
+        free(in_created);
+        return BC_NOMEM;
+    }
+    if (b == SIZE_MAX) {
+        free(in_created);
+        return BC_OK;
+    }
+    int e = BC_OK, pending = 0, bad_forward = 0;
+    size_t pending_at = 0, pending_n = 0;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i)) {
+            e = bc_mf_why(f, "block ", &v[i + 1], " in TYPE");
+            goto done;
+        }
+        const uint64_t *r = v + i + 1;
+        size_t n = BC_COUNT(v, i), k;
+        uint64_t code = r[0];
+        if (code == TYPE_NUMENTRY)
+            continue;
+        if (code == TYPE_STRUCT_NAME) {
+            pending_at = t->names.n;
+            if ((e = bc_mf_bytes(f, r + 1, n - 1, &t->names)))
+                goto done;
+            pending_n = n - 1;
+            pending = 1;
+            continue;
+        }
+        if (code != TYPE_STRUCT_ANON && !bc_is_primitive(tb, code, &k) && code != TYPE_OPAQUE &&
+            code != TYPE_INTEGER && code != TYPE_ARRAY && code != TYPE_VECTOR && code != TYPE_STRUCT_NAMED &&
+            code != TYPE_FUNCTION && code != TYPE_OPAQUE_POINTER && code != TYPE_TARGET) {
+            e = bc_mf_why(f, "type record ", &code, ""); /* typed pointers (8, LLVM < 17) among them */
+            goto done;
+        }
+        size_t tid = t->n++;
+        t->rec[tid] = i;
+        t->name_at[tid] = SIZE_MAX;
+        t->name_n[tid] = 0;
+        t->cache_at[tid] = SIZE_MAX;
+        t->cache_n[tid] = 0;
+        if (pending) {
+            if (code != TYPE_OPAQUE && code != TYPE_STRUCT_NAMED && code != TYPE_TARGET) {
+                e = bc_mf_why(f, "a type name before an unnamed type", NULL, "");
+                goto done;
+            }
+            t->name_at[tid] = pending_at;
+            t->name_n[tid] = pending_n;
+            pending = 0;
+        }
+        if ((code == TYPE_OPAQUE || code == TYPE_STRUCT_NAMED) && !in_created[tid]) {
+            in_created[tid] = 1;
+            t->created[t->ncreated++] = tid;
+        }
+        const uint64_t *a, *c;
+        size_t na, nc;
+        bc_type_reads(r, n, &a, &na, &c, &nc);
+        for (int run = 0; run < 2; run++) {
+            const uint64_t *s = run ? c : a;
+            size_t ns = run ? nc : na;
+            for (size_t k2 = 0; k2 < ns; k2++) {
+                if (s[k2] <= tid)
+                    continue;
+                if (s[k2] >= total) {
+                    bad_forward = 1; /* never a type of this table: refused below */
+                } else if (!in_created[s[k2]]) {
+                    in_created[s[k2]] = 1;
+                    t->created[t->ncreated++] = (size_t)s[k2];
+                }
+            }
+        }
+    }
+    if (pending) {
+        e = bc_mf_why(f, "a type name at the end of TYPE", NULL, "");
+        goto done;
+    }
+    for (size_t k = 0; k < t->ncreated && !bad_forward; k++) {
+        size_t tid = t->created[k];
+        bad_forward = tid >= t->n || (v[t->rec[tid] + 1] != TYPE_OPAQUE && v[t->rec[tid] + 1] != TYPE_STRUCT_NAMED);
+    }
+    if (bad_forward)
+        e = bc_mf_why(f, "a forward type reference to what is not a struct", NULL, "");
+done:
+    free(in_created);
+    if (!e && t->names.failed)
+        e = BC_NOMEM;
+    return e;
+}
+
+static int bc_type_text(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth, bc_text *out);
+
+/* _Types.body */
+static int bc_type_body(bc_mf *f, bc_types *t, size_t tid, uint64_t depth, bc_text *out) {
+    const uint64_t *r = f->v + t->rec[tid] + 1;
+    size_t n = BC_COUNT(f->v, t->rec[tid]);
+    if (r[0] == TYPE_OPAQUE) {
+        bc_puts(out, "opaque");
+        return BC_OK;
+    }
+    if (n < 2)
+        return bc_mf_why(f, "struct record layout", NULL, "");
+    bc_puts(out, r[1] ? "{packed " : "{");
+    for (size_t k = 2; k < n; k++) {
+        if (k > 2)
+            bc_puts(out, ", ");
+        CHECK(bc_type_text(f, t, r[k], depth + 1, out));
+    }
+    bc_puts(out, "}");
+    return BC_OK;
+}
+
+static int bc_type_list(bc_mf *f, bc_types *t, const uint64_t *ids, size_t n, uint64_t depth, bc_text *out) {
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            bc_puts(out, ", ");
+        CHECK(bc_type_text(f, t, ids[k], depth, out));
+    }
+    return BC_OK;
+}
+
+/* _Types.text: a named struct by its name, any other type by its structure; made once a type. */
+static int bc_type_text(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth, bc_text *out) {
+    if (tid < t->n && t->cache_at[tid] != SIZE_MAX) {
+        bc_put(out, t->cache.p + t->cache_at[tid], t->cache_n[tid]);
+        return out->failed ? BC_NOMEM : out->n > BC_TEXT_LIMIT ? BC_DEFER : BC_OK;
+    }
+    if (tid >= t->n || depth > f->tb->max_depth)
+        return bc_mf_why(f, "type id ", &tid, "");
+    const uint64_t *r = f->v + t->rec[tid] + 1, *fl = r + 1;
+    size_t nf = BC_COUNT(f->v, t->rec[tid]) - 1, k, start = out->n;
+    uint64_t code = r[0];
+    int named = t->name_at[tid] != SIZE_MAX;
+    if (bc_is_primitive(f->tb, code, &k)) {
+        bc_puts(out, f->tb->primitive_names[k]);
+    } else if (code == TYPE_INTEGER && nf == 1) {
+        bc_puts(out, "i");
+        bc_putu(out, fl[0]);
+    } else if (code == TYPE_OPAQUE_POINTER && nf == 1) {
+        bc_puts(out, "ptr");
+        bc_putu(out, fl[0]);
+    } else if (code == TYPE_ARRAY && nf == 2) {
+        bc_puts(out, "[");
+        bc_putu(out, fl[0]);
+        bc_puts(out, " x ");
+        CHECK(bc_type_text(f, t, fl[1], depth + 1, out));
+        bc_puts(out, "]");
+    } else if (code == TYPE_VECTOR && (nf == 2 || nf == 3)) {
+        bc_puts(out, nf == 3 && fl[2] ? "<vscale " : "<");
+        bc_putu(out, fl[0]);
+        bc_puts(out, " x ");
+        CHECK(bc_type_text(f, t, fl[1], depth + 1, out));
+        bc_puts(out, ">");
+    } else if (code == TYPE_FUNCTION && nf >= 2) {
+        bc_puts(out, fl[0] ? "fn... " : "fn ");
+        CHECK(bc_type_text(f, t, fl[1], depth + 1, out));
+        bc_puts(out, " (");
+        CHECK(bc_type_list(f, t, fl + 2, nf - 2, depth + 1, out));
+        bc_puts(out, ")");
+    } else if (code == TYPE_STRUCT_ANON && nf) {
+        bc_puts(out, fl[0] ? "{packed " : "{");
+        CHECK(bc_type_list(f, t, fl + 1, nf - 1, depth + 1, out));
+        bc_puts(out, "}");
+    } else if ((code == TYPE_STRUCT_NAMED || code == TYPE_OPAQUE) && named) {
+        bc_puts(out, "%");
+        bc_put_name(out, (const uint8_t *)t->names.p + t->name_at[tid], t->name_n[tid]);
+    } else if (code == TYPE_STRUCT_NAMED || code == TYPE_OPAQUE) {
+        bc_puts(out, "%anonymous "); /* an unnamed identified struct */
+        CHECK(bc_type_body(f, t, (size_t)tid, depth + 1, out));
+    } else if (code == TYPE_TARGET && nf && named) {
+        size_t params = (size_t)(fl[0] < nf - 1 ? fl[0] : nf - 1);
+        bc_puts(out, "target ");
+        bc_put_name(out, (const uint8_t *)t->names.p + t->name_at[tid], t->name_n[tid]);
+        bc_puts(out, " (");
+        CHECK(bc_type_list(f, t, fl + 1, params, depth + 1, out));
+        bc_puts(out, ") ");
+        bc_putints(out, fl + 1 + params, nf - 1 - params);
+    } else {
+        f->why.n = 0;
+        bc_puts(&f->why, "type record ");
+        bc_putints(&f->why, r, nf + 1);
+        return BC_UNKNOWN;
+    }
+    if (out->failed)
+        return BC_NOMEM;
+    if (out->n > BC_TEXT_LIMIT)
+        return BC_DEFER;
+    t->cache_at[tid] = t->cache.n;
+    t->cache_n[tid] = out->n - start;
+    bc_put(&t->cache, out->p + start, out->n - start);
+    return t->cache.failed ? BC_NOMEM : BC_OK;
+}
+
+/* _Types.reaches_named: whether a named struct is part of the type. */
+static int bc_reaches_named(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth, int *yes) {
+    if (!f->steps--)
+        return BC_DEFER;
+    if (depth > f->tb->max_depth || tid >= t->n)
+        return bc_mf_why(f, "type id ", &tid, "");
+    if (t->name_at[tid] != SIZE_MAX) {
+        *yes = 1;
+        return BC_OK;
+    }
+    const uint64_t *a, *c;
+    size_t na, nc;
+    bc_type_reads(f->v + t->rec[tid] + 1, BC_COUNT(f->v, t->rec[tid]), &a, &na, &c, &nc);
+    for (int run = 0; run < 2; run++)
+        for (size_t k = 0; k < (run ? nc : na); k++) {
+            CHECK(bc_reaches_named(f, t, (run ? c : a)[k], depth + 1, yes));
+            if (*yes)
+                return BC_OK;
+        }
+    *yes = 0;
+    return BC_OK;
+}
+
+/* interface._Global */
+typedef struct {
+    uint64_t code, linkage, value_type; /* value_type: the record's field 3 */
+    size_t name_at, name_n;             /* in the string table */
+} bc_global;
+
+/* interface._Values' constants: (type id, record) */
+typedef struct {
+    int has_type;
+    uint64_t type;
+    size_t rec;
+} bc_constant;
+
+typedef struct {
+    bc_types types;
+    bc_global *globals;
+    size_t nglobals;
+    bc_constant *constants;
+    size_t nconstants;
+    const uint8_t *strtab;
+} bc_iface;
+
+/* _Global.text */
+static void bc_global_text(const bc_facts_tables *tb, const bc_iface *m, const bc_global *g, bc_text *out) {
+    bc_puts(out, bc_in(&tb->local_linkages, g->linkage) ? "@local "
+                 : g->linkage == tb->appending                ? "@appending "
+                                                              : "@global ");
+    bc_put_name(out, m->strtab ? m->strtab + g->name_at : (const uint8_t *)"", g->name_n);
+}
+
+/* _Values.text: a value named in metadata. */
+static int bc_value_text(bc_mf *f, bc_iface *m, uint64_t vid, bc_text *out) {
+    if (vid < m->nglobals) {
+        const bc_global *g = &m->globals[vid];
+        if (g->linkage == f->tb->appending)
+            return bc_mf_why(f, "metadata names an appending variable", NULL, ""); /* IRMover would link it */
+        bc_global_text(f->tb, m, g, out);
+        return BC_OK;
+    }
+    if (vid - m->nglobals >= m->nconstants)
+        return bc_mf_why(f, "value id ", &vid, "");
+    const bc_constant *c = &m->constants[vid - m->nglobals];
+    const uint64_t *r = f->v + c->rec + 1;
+    if (!c->has_type || !bc_in(&f->tb->simple_constants, r[0]))
+        return bc_mf_why(f, "metadata names constant ", r, "");
+    CHECK(bc_type_text(f, &m->types, c->type, 0, out));
+    bc_puts(out, " const ");
+    bc_putints(out, r, BC_COUNT(f->v, c->rec));
+    return BC_OK;
+}
+
+/* An id's text in _metadata's `ids`: a string, a node (or value), or a debug-info node. */
+enum { ID_STRING, ID_NODE, ID_DEBUG };
+typedef struct {
+    int kind;
+    size_t at, n; /* a string: in its blob (`blob`), a node: its record's event index */
+    size_t blob;  /* which blob (index in bc_metadata.blobs) */
+} bc_md_id;
+
+typedef struct {
+    bc_md_id *ids;
+    size_t n, cap;
+    uint8_t **blobs;
+    size_t nblobs, capblobs;
+    size_t *roots; /* event indexes of NAMED_NODE and KIND records */
+    size_t *root_name; /* per root: the NAME record's event index (SIZE_MAX for KIND) */
+    size_t nroots, caproots;
+    unsigned char *seen;
+    size_t *todo;
+    size_t ntodo, captodo;
+} bc_metadata;
+
+static void bc_metadata_free(bc_metadata *d) {
+    free(d->ids);
+    for (size_t k = 0; k < d->nblobs; k++)
+        free(d->blobs[k]);
+    free(d->blobs);
+    free(d->roots);
+    free(d->root_name);
+    free(d->seen);
+    free(d->todo);
+}
+
+static int bc_md_id_add(bc_metadata *d, bc_md_id id) {
+    void *grown = d->ids;
+    if (bc_grow(&grown, d->n, &d->cap, sizeof(bc_md_id), 256))
+        return BC_NOMEM;
+    d->ids = grown;
+    d->ids[d->n++] = id;
+    return BC_OK;
+}
+
+/* _metadata's named(): the targets' ids as text; raw: targets are ids (else ids + 1, 0 null). */
+static int bc_md_named(bc_mf *f, const bc_metadata *d, const uint64_t *targets, size_t n, int raw, bc_text *out) {
+    for (size_t k = 0; k < n; k++) {
+        uint64_t t = targets[k];
+        if (!raw && t == 0)
+            continue;
+        if ((raw ? t : t - 1) >= d->n)
+            return bc_mf_why(f, "metadata reference past the end", NULL, "");
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            bc_put(out, " ", 1);
+        if (!raw && targets[k] == 0) {
+            bc_puts(out, "null");
+            continue;
+        }
+        uint64_t t = raw ? targets[k] : targets[k] - 1;
+        const bc_md_id *id = &d->ids[t];
+        if (id->kind == ID_STRING) {
+            bc_put(out, "s", 1);
+            static const char hex[] = "0123456789abcdef";
+            const uint8_t *p = d->blobs[id->blob] + id->at;
+            for (size_t j = 0; j < id->n; j++) {
+                char e[2] = {hex[p[j] >> 4], hex[p[j] & 15]};
+                bc_put(out, e, 2);
+            }
+        } else if (id->kind == ID_NODE) {
+            bc_put(out, "#", 1);
+            bc_putu(out, t);
+        } else {
+            bc_puts(out, "debug");
+        }
+    }
+    return BC_OK;
+}
+
+static int bc_md_todo(bc_metadata *d, uint64_t t) {
+    void *grown = d->todo;
+    if (bc_grow(&grown, d->ntodo, &d->captodo, sizeof(size_t), 256))
+        return BC_NOMEM;
+    d->todo = grown;
+    d->todo[d->ntodo++] = (size_t)t;
+    return BC_OK;
+}
+
+/* interface._metadata: the METADATA block at b as its lines (each indented by four) in out. */
+static int bc_metadata_lines_with(bc_mf *f, bc_iface *m, bc_metadata *d, size_t b, bc_text *out) {
+    const uint64_t *v = f->v;
+    size_t name = SIZE_MAX;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i))
+            return bc_mf_why(f, "block ", &v[i + 1], " in METADATA");
+        uint64_t code = v[i + 1];
+        size_t n = BC_COUNT(v, i);
+        if (!bc_codes_in(&f->md_known, code))
+            return bc_mf_why(f, "metadata record ", &code, "");
+        if (code == MD_STRINGS) {
+            if (n < 3)
+                return BC_DEFER; /* the Python one's IndexError */
+            if (bc_has_above_255(v + i + 4, n - 3))
+                return bc_mf_bad(f, "a character above 255 in a string");
+            void *grown = d->blobs;
+            if (bc_grow(&grown, d->nblobs, &d->capblobs, sizeof(uint8_t *), 4))
+                return BC_NOMEM;
+            d->blobs = grown;
+            uint8_t *blob = bc_blob_of(v + i + 4, n - 3);
+            if (!blob)
+                return BC_NOMEM;
+            d->blobs[d->nblobs++] = blob;
+            bc_span *spans;
+            size_t nspans;
+            CHECK(bc_md_strings(f, v[i + 2], v[i + 3], blob, n - 3, &spans, &nspans));
+            for (size_t k = 0; k < nspans; k++) {
+                int e = bc_md_id_add(d, (bc_md_id){ID_STRING, spans[k].at, spans[k].n, d->nblobs - 1});
+                if (e) {
+                    free(spans);
+                    return e;
+                }
+            }
+            free(spans);
+        } else if (bc_codes_in(&f->md_debug, code)) {
+            CHECK(bc_md_id_add(d, (bc_md_id){ID_DEBUG, 0, 0, 0}));
+        } else if (code == MD_VALUE) {
+            if (n != 3)
+                return bc_mf_why(f, "metadata value", NULL, "");
+            CHECK(bc_md_id_add(d, (bc_md_id){ID_NODE, i, 0, 0}));
+        } else if (code == MD_NODE || code == MD_DISTINCT) {
+            CHECK(bc_md_id_add(d, (bc_md_id){ID_NODE, i, 0, 0}));
+        } else if (code == MD_NAME) {
+            if (bc_has_above_255(v + i + 2, n - 1))
+                return bc_mf_bad(f, "a character above 255 in a string");
+            name = i;
+        } else if (code == MD_NAMED_NODE || code == MD_KIND) {
+            if (code == MD_NAMED_NODE && name == SIZE_MAX)
+                return bc_mf_why(f, "named node without a name", NULL, "");
+            void *grown = d->roots;
+            size_t cap = d->caproots;
+            if (bc_grow(&grown, d->nroots, &cap, sizeof(size_t), 16))
+                return BC_NOMEM;
+            d->roots = grown;
+            grown = d->root_name;
+            if (bc_grow(&grown, d->nroots, &d->caproots, sizeof(size_t), 16))
+                return BC_NOMEM;
+            d->root_name = grown;
+            d->roots[d->nroots] = i;
+            d->root_name[d->nroots++] = code == MD_NAMED_NODE ? name : SIZE_MAX;
+            if (code == MD_NAMED_NODE)
+                name = SIZE_MAX;
+        }
+        /* GLOBAL_DECL_ATTACHMENT: not linked. INDEX_OFFSET and INDEX: where the records are. */
+    }
+    /* the roots' lines */
+    for (size_t k = 0; k < d->nroots; k++) {
+        size_t i = d->roots[k];
+        size_t n = BC_COUNT(v, i);
+        bc_puts(out, "    ");
+        if (d->root_name[k] != SIZE_MAX) {
+            size_t nm = d->root_name[k];
+            bc_puts(out, "named ");
+            bc_put_hex(out, v + nm + 2, BC_COUNT(v, nm) - 1);
+            bc_put(out, " ", 1);
+            CHECK(bc_md_named(f, d, v + i + 2, n - 1, 1, out));
+        } else {
+            bc_puts(out, "kind ");
+            bc_putints(out, v + i + 2, n - 1);
+            bc_put(out, " ", 1);
+        }
+        bc_put(out, "\n", 1);
+    }
+    /* what they reach */
+    d->seen = calloc(d->n ? d->n : 1, 1);
+    if (!d->seen)
+        return BC_NOMEM;
+    for (size_t k = 0; k < d->nroots; k++) {
+        size_t i = d->roots[k];
+        if (d->root_name[k] == SIZE_MAX)
+            continue;
+        for (size_t j = 0; j + 1 < BC_COUNT(v, i); j++)
+            CHECK(bc_md_todo(d, v[i + 2 + j]));
+    }
+    while (d->ntodo) {
+        size_t t = d->todo[--d->ntodo];
+        if (t >= d->n || d->seen[t] || d->ids[t].kind != ID_NODE)
+            continue;
+        d->seen[t] = 1;
+        size_t i = d->ids[t].at;
+        if (v[i + 1] == MD_VALUE)
+            continue;
+        for (size_t j = 0; j + 1 < BC_COUNT(v, i); j++) {
+            uint64_t target = v[i + 2 + j];
+            if (target != 0 && target - 1 < d->n)
+                CHECK(bc_md_todo(d, target - 1)); /* 0: null */
+        }
+    }
+    for (size_t t = 0; t < d->n; t++) {
+        if (!d->seen[t])
+            continue;
+        size_t i = d->ids[t].at;
+        bc_puts(out, "    #");
+        bc_putu(out, t);
+        if (v[i + 1] == MD_VALUE) {
+            bc_puts(out, " value ");
+            CHECK(bc_type_text(f, &m->types, v[i + 2], 0, out));
+            bc_put(out, " ", 1);
+            CHECK(bc_value_text(f, m, v[i + 3], out));
+            bc_puts(out, " \n");
+        } else {
+            bc_puts(out, " node");
+            bc_putu(out, v[i + 1]);
+            bc_put(out, " ", 1);
+            CHECK(bc_md_named(f, d, v + i + 2, BC_COUNT(v, i) - 1, 0, out));
+            bc_put(out, "\n", 1);
+        }
+        if (out->n > BC_TEXT_LIMIT)
+            return BC_DEFER;
+    }
+    return BC_OK;
+}
+
+static int bc_metadata_lines(bc_mf *f, bc_iface *m, size_t b, bc_text *out) {
+    bc_metadata d;
+    memset(&d, 0, sizeof d);
+    int e = bc_metadata_lines_with(f, m, &d, b, out);
+    bc_metadata_free(&d);
+    return e;
+}
+
+static int bc_starts_with(const uint8_t *p, size_t n, const uint8_t *prefix, size_t np) {
+    return n >= np && (np == 0 || memcmp(p, prefix, np) == 0);
+}
+
+/* interface._module_interface: the MODULE_BLOCK at b as its lines in out. */
+static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *strtab, size_t nstrtab,
+                                int has_strtab, bc_text *kept, bc_text *out) {
+    const uint64_t *v = f->v;
+    const bc_facts_tables *tb = f->tb;
+    size_t ntypes = 0, nmetadata = 0, types = SIZE_MAX, metadata = SIZE_MAX, nglobal_records = 0, nconstants = 0;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i) && v[i + 1] == BC_TYPES) {
+            ntypes++;
+            types = i;
+        } else if (BC_IS_BEGIN(v, i) && v[i + 1] == BC_METADATA) {
+            nmetadata++;
+            metadata = i;
+        } else if (!BC_IS_BEGIN(v, i)) {
+            nglobal_records++;
+        } else if (v[i + 1] == BC_CONSTANTS) {
+            BC_CHILDREN(v, i, j) nconstants++;
+        }
+    }
+    if (ntypes > 1 || nmetadata > 1)
+        return bc_mf_why(f, "two type tables or metadata blocks", NULL, "");
+    m->globals = malloc((nglobal_records ? nglobal_records : 1) * sizeof(bc_global));
+    m->constants = malloc((nconstants ? nconstants : 1) * sizeof(bc_constant));
+    if (!m->globals || !m->constants)
+        return BC_NOMEM;
+    m->strtab = has_strtab ? strtab : NULL;
+    /* the module's own records, and the blocks that go in raw; global values noted */
+    size_t nglobals = 0;
+    size_t *global_at = malloc((nglobal_records ? nglobal_records : 1) * sizeof(size_t));
+    if (!global_at)
+        return BC_NOMEM;
+    int e = BC_OK;
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i)) {
+            if (bc_in(&tb->raw_blocks, v[i + 1])) {
+                bc_block_lines(v, i, 1, kept);
+            } else if (!bc_in(&tb->passed_blocks, v[i + 1])) {
+                e = bc_mf_why(f, "block ", &v[i + 1], " in MODULE_BLOCK");
+                goto done;
+            }
+            continue;
+        }
+        uint64_t code = v[i + 1];
+        size_t n = BC_COUNT(v, i);
+        if (code == MODULE_VERSION && !(n == 2 && v[i + 2] == 2)) {
+            f->why.n = 0;
+            bc_puts(&f->why, "module version "); /* 2: names in the string table */
+            bc_putints(&f->why, v + i + 2, n - 1);
+            e = BC_UNKNOWN;
+            goto done;
+        } else if (bc_in(&tb->kept_codes, code)) {
+            bc_puts(kept, "  rec ");
+            bc_putints(kept, v + i + 1, n);
+            bc_put(kept, "\n", 1);
+        } else if (bc_in(&tb->globals_read, code)) {
+            global_at[nglobals++] = i;
+        } else if (!bc_in(&tb->dropped_codes, code)) {
+            e = bc_mf_why(f, "module record ", &code, "");
+            goto done;
+        }
+    }
+    if ((e = bc_types_init(f, &m->types, types)))
+        goto done;
+    /* _globals */
+    for (size_t k = 0; k < nglobals; k++) {
+        const uint64_t *r = v + global_at[k] + 1;
+        size_t n = BC_COUNT(v, global_at[k]);
+        uint64_t code = r[0];
+        if ((code == MODULE_FUNCTION && n < 18) || (code != MODULE_FUNCTION && n < 7)) {
+            e = bc_mf_why(f, "short global value record ", &code, "");
+            goto done;
+        }
+        uint64_t offset = r[1], size = r[2], linkage = r[6];
+        if (code == MODULE_GLOBALVAR && !(r[4] & 2)) {
+            e = bc_mf_why(f, "a global variable without its value type", NULL, ""); /* before LLVM 3.9 */
+            goto done;
+        }
+        if (!bc_in(&tb->known_linkages, linkage)) {
+            e = bc_mf_why(f, "linkage ", &linkage, "");
+            goto done;
+        }
+        if (size && (!has_strtab || size > nstrtab || offset > nstrtab - size)) {
+            e = bc_mf_why(f, "a name past the string table", NULL, "");
+            goto done;
+        }
+        bc_global *g = &m->globals[m->nglobals++];
+        g->code = code;
+        g->linkage = linkage;
+        g->value_type = r[3];
+        g->name_at = size && nstrtab ? (size_t)offset : 0;
+        g->name_n = size && nstrtab ? (size_t)size : 0;
+    }
+    /* _Values' constants: of every module-level CONSTANTS block */
+    BC_CHILDREN(v, b, i) {
+        if (!BC_IS_BEGIN(v, i) || v[i + 1] != BC_CONSTANTS)
+            continue;
+        int has_type = 0;
+        uint64_t type = 0;
+        BC_CHILDREN(v, i, j) {
+            if (BC_IS_BEGIN(v, j)) {
+                e = bc_mf_why(f, "block in CONSTANTS", NULL, "");
+                goto done;
+            }
+            if (v[j + 1] == CST_SETTYPE) {
+                has_type = BC_COUNT(v, j) > 1;
+                type = has_type ? v[j + 2] : 0;
+            } else {
+                m->constants[m->nconstants++] = (bc_constant){has_type, type, j};
+            }
+        }
+    }
+    bc_types *ty = &m->types;
+    bc_puts(out, "block 8\n");
+    bc_put(out, kept->p, kept->n);
+    /* IRMover moves the importer's variable of each name the module's variables have (neither
+       appending nor local) to the end of its list, in this order. */
+    bc_puts(out, "  variables\n");
+    for (size_t k = 0; k < m->nglobals; k++) {
+        const bc_global *g = &m->globals[k];
+        if (g->code == MODULE_GLOBALVAR && g->name_n && !bc_in(&tb->local_linkages, g->linkage) &&
+            g->linkage != tb->appending) {
+            bc_puts(out, "    ");
+            bc_put_name(out, m->strtab + g->name_at, g->name_n);
+            bc_put(out, "\n", 1);
+        }
+    }
+    /* appending variables of one name unify their element types */
+    for (size_t k = 0; k < m->nglobals; k++) {
+        const bc_global *g = &m->globals[k];
+        if (g->code != MODULE_GLOBALVAR || g->linkage != tb->appending)
+            continue;
+        const uint64_t *r = g->value_type < ty->n ? v + ty->rec[g->value_type] + 1 : NULL;
+        if (!r || r[0] != TYPE_ARRAY || BC_COUNT(v, ty->rec[g->value_type]) != 3) {
+            e = bc_mf_why(f, "an appending variable that is not an array", NULL, "");
+            goto done;
+        }
+        bc_puts(out, "  appending ");
+        bc_put_name(out, m->strtab ? m->strtab + g->name_at : (const uint8_t *)"", g->name_n);
+        bc_puts(out, " of ");
+        if ((e = bc_type_text(f, ty, r[2], 0, out)))
+            goto done;
+        bc_put(out, "\n", 1);
+    }
+    /* intrinsics whose types hold a named struct */
+    for (size_t k = 0; k < m->nglobals; k++) {
+        const bc_global *g = &m->globals[k];
+        if (g->code != MODULE_FUNCTION ||
+            !bc_starts_with(m->strtab ? m->strtab + g->name_at : (const uint8_t *)"", g->name_n, tb->intrinsic,
+                            tb->nintrinsic))
+            continue;
+        int yes = 0;
+        if ((e = bc_reaches_named(f, ty, g->value_type, 0, &yes)))
+            goto done;
+        if (!yes)
+            continue;
+        bc_puts(out, "  intrinsic ");
+        bc_put_name(out, m->strtab + g->name_at, g->name_n);
+        bc_put(out, " ", 1);
+        if ((e = bc_type_text(f, ty, g->value_type, 0, out)))
+            goto done;
+        bc_put(out, "\n", 1);
+    }
+    /* every identified struct the reader created, by name, in that order */
+    bc_puts(out, "  structs\n");
+    for (size_t k = 0; k < ty->ncreated; k++) {
+        size_t tid = ty->created[k];
+        if (ty->name_at[tid] == SIZE_MAX)
+            continue;
+        bc_puts(out, "    %");
+        bc_put_name(out, (const uint8_t *)ty->names.p + ty->name_at[tid], ty->name_n[tid]);
+        bc_put(out, " ", 1);
+        if ((e = bc_type_body(f, ty, tid, 0, out)))
+            goto done;
+        bc_put(out, "\n", 1);
+    }
+    if (metadata != SIZE_MAX) {
+        bc_puts(out, "  metadata\n");
+        if ((e = bc_metadata_lines(f, m, metadata, out)))
+            goto done;
+    }
+    bc_puts(out, "end 8\n");
+done:
+    free(global_at);
+    if (!e && (out->failed || kept->failed))
+        e = BC_NOMEM;
+    return e;
+}
+
+static int bc_module_iface(bc_mf *f, size_t b, const uint8_t *strtab, size_t nstrtab, int has_strtab, bc_text *out) {
+    bc_iface m;
+    memset(&m, 0, sizeof m);
+    bc_text kept = {0};
+    int e = bc_module_iface_with(f, &m, b, strtab, nstrtab, has_strtab, &kept, out);
+    bc_text_free(&kept);
+    bc_types_free(&m.types);
+    free(m.globals);
+    free(m.constants);
+    return e;
+}
+
+/* interface._interface: the lines after the first, in out. */
+static int bc_interface_lines(bc_mf *f, bc_text *out) {
+    const uint64_t *v = f->v;
+    size_t nmodules = 0, imported = SIZE_MAX, nstrtabs = 0, strtab_b = SIZE_MAX;
+    for (size_t i = 0; i < f->n; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i))
+            continue;
+        if (v[i + 1] == BC_MODULE) {
+            nmodules++;
+            if (imported == SIZE_MAX && bc_first_block(v, i, BC_SUMMARY) != SIZE_MAX)
+                imported = i;
+        } else if (v[i + 1] == BC_STRTAB) {
+            nstrtabs++;
+            if (strtab_b == SIZE_MAX)
+                strtab_b = i;
+        }
+    }
+    /* A backend imports from a file's first module with a ThinLTO summary (lto::findThinLTOModule). */
+    if (nmodules <= 1)
+        imported = SIZE_MAX;
+    else if (imported == SIZE_MAX) {
+        uint64_t n = nmodules;
+        return bc_mf_why(f, "", &n, " modules, none with a ThinLTO summary");
+    }
+    if (nstrtabs > 1)
+        return bc_mf_why(f, "two string tables", NULL, "");
+    bc_text strtab = {0};
+    int has_strtab = strtab_b != SIZE_MAX, e = BC_OK;
+    if (has_strtab) {
+        size_t blobs = 0, blob = 0;
+        BC_CHILDREN(v, strtab_b, j) {
+            if (!BC_IS_BEGIN(v, j) && v[j + 1] == STRTAB_BLOB) {
+                blobs++;
+                blob = j;
+            }
+        }
+        if (blobs != 1)
+            return bc_mf_why(f, "string table layout", NULL, "");
+        if ((e = bc_mf_bytes(f, v + blob + 2, BC_COUNT(v, blob) - 1, &strtab)))
+            goto done;
+    }
+    uint64_t count = 0;
+    for (size_t i = 0; i < f->n && !e; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i)) {
+            bc_puts(out, "rec ");
+            bc_putints(out, v + i + 1, BC_COUNT(v, i));
+            bc_put(out, "\n", 1);
+        } else if (v[i + 1] == BC_MODULE) {
+            if (imported == SIZE_MAX || imported == i) {
+                count++;
+                e = bc_module_iface(f, i, (const uint8_t *)strtab.p, strtab.n, has_strtab, out);
+            }
+        } else if (v[i + 1] != BC_BLOCKINFO && v[i + 1] != BC_STRTAB && v[i + 1] != BC_SYMTAB) {
+            bc_block_lines(v, i, 0, out); /* IDENTIFICATION: the producer */
+        }
+    }
+    if (!e && count != 1)
+        e = bc_mf_why(f, "", &count, " modules");
+done:
+    bc_text_free(&strtab);
+    return e;
+}
+
+/* interface._whole: every record but the module hash and the function-body offsets. */
+static void bc_whole_lines(const uint64_t *v, size_t from, size_t to, int in_module, bc_text *t) {
+    for (size_t i = from; i < to; i = bc_next(v, i)) {
+        if (BC_IS_BEGIN(v, i)) {
+            bc_puts(t, "block ");
+            bc_putu(t, v[i + 1]);
+            bc_put(t, "\n", 1);
+            bc_whole_lines(v, i + 6, (size_t)v[i + 3] - 1, v[i + 1] == BC_MODULE, t);
+            bc_puts(t, "end ");
+            bc_putu(t, v[i + 1]);
+            bc_put(t, "\n", 1);
+        } else if (!in_module || (v[i + 1] != MODULE_VSTOFFSET && v[i + 1] != MODULE_HASH)) {
+            bc_putints(t, v + i + 1, BC_COUNT(v, i));
+            bc_put(t, "\n", 1);
+        }
+    }
+}
+
+/* modulefacts.read_python's parts in its order: the stream (data[0:len]) read under `want`
+   (modulefacts.WANT), then the inline assembly, triple and flags, interface text (the stream read
+   again under `whole`, interface._WHOLE, for a module it does not know) and producer into out.
+   BC_OK; BC_BAD with why in error; BC_DEFER or BC_NOMEM. */
+static int bc_module_facts(const uint8_t *data, size_t len, const bc_want *want, const bc_want *whole,
+                           const bc_facts_tables *tables, bc_facts_out *out, char *error, size_t error_size) {
+    bc_u64s ev = {0};
+    bc_mf f;
+    memset(&f, 0, sizeof f);
+    f.tb = tables;
+    f.md_known = bc_codes_of(&tables->md_known);
+    f.md_debug = bc_codes_of(&tables->md_debug);
+    f.md_no_id = bc_codes_of(&tables->md_no_id);
+    f.steps = BC_TYPE_STEPS;
+    error[0] = 0;
+    int e = bc_read(data, len, want, &ev, error, error_size);
+    if (e)
+        goto done;
+    if (bc_index_ends(&ev)) {
+        snprintf(error, error_size, "events that do not nest");
+        e = BC_BAD;
+        goto done;
+    }
+    f.v = ev.v;
+    f.n = ev.n;
+    for (size_t i = 0; i < ev.n; i = bc_next(ev.v, i))
+        if (!BC_IS_BEGIN(ev.v, i)) {
+            e = bc_mf_bad(&f, "a record at the top level");
+            goto bad;
+        }
+    if ((e = bc_asm_of(&f, out)) || (e = bc_facts_of(&f, out)))
+        goto bad;
+    bc_puts(&out->interface, "interface ");
+    bc_puts(&out->interface, tables->format);
+    size_t first = out->interface.n;
+    bc_put(&out->interface, "\n", 1);
+    e = bc_interface_lines(&f, &out->interface);
+    if (e == BC_UNKNOWN) { /* the whole module but its bodies, read again */
+        if (f.why.failed) {
+            e = BC_NOMEM;
+            goto done;
+        }
+        out->interface.n = first;
+        bc_puts(&out->interface, " whole (");
+        bc_put(&out->interface, f.why.p, f.why.n);
+        bc_puts(&out->interface, ")\n");
+        bc_u64s all = {0};
+        e = bc_read(data, len, whole, &all, error, error_size);
+        if (!e && bc_index_ends(&all)) {
+            snprintf(error, error_size, "events that do not nest");
+            e = BC_BAD;
+        }
+        if (!e)
+            bc_whole_lines(all.v, 0, all.n, 0, &out->interface);
+        free(all.v);
+        if (e)
+            goto done;
+    }
+    if (e)
+        goto bad;
+    if ((e = bc_producer_of(&f, out)))
+        goto bad;
+    if (out->interface.failed || out->bytes.failed)
+        e = BC_NOMEM;
+    goto done;
+bad:
+    if (e == BC_BAD)
+        snprintf(error, error_size, "%s", f.message);
+done:
+    bc_text_free(&f.why);
+    free(ev.v);
+    return e;
+}
+
 #ifndef LTOWRAP_BITCODE_CORE_ONLY
 /* --- the Python layer: a Want in, Nodes out ------------------------------------------------------- */
 
@@ -2307,12 +3800,215 @@ out:
     return result;
 }
 
+/* interface._tables() and irmodule._tables() (see there) as bc_facts_tables: sets in the arena,
+   the rest in *held (freed by the caller) or in the tuples. 1: a table the text cannot hold (not
+   ASCII), for the Python one; -1 with an exception set. */
+typedef struct {
+    uint64_t *primitive, *asm_codes, *asm_at;
+    const char **primitive_names;
+} bc_py_held;
+
+static int bc_py_ints(bc_py_want *arena, PyObject *tuple, bc_set *set) {
+    return bc_set_of(arena, tuple, set);
+}
+
+static int bc_py_facts_tables(PyObject *iface, PyObject *ir, bc_py_want *arena, bc_py_held *held,
+                              bc_facts_tables *tb) {
+    if (!PyTuple_Check(iface) || PyTuple_GET_SIZE(iface) != 15 || !PyTuple_Check(ir) || PyTuple_GET_SIZE(ir) != 4) {
+        PyErr_SetString(PyExc_TypeError, "module_facts: interface._tables() and irmodule._tables() expected");
+        return -1;
+    }
+    PyObject *format = PyTuple_GET_ITEM(iface, 0), *primitive = PyTuple_GET_ITEM(iface, 9);
+    PyObject *intrinsic = PyTuple_GET_ITEM(iface, 14), *flags = PyTuple_GET_ITEM(ir, 2);
+    PyObject *asm_items = PyTuple_GET_ITEM(ir, 0);
+    if (!PyUnicode_Check(format) || !PyTuple_Check(primitive) || !PyBytes_Check(intrinsic) || !PyBytes_Check(flags) ||
+        !PyTuple_Check(asm_items)) {
+        PyErr_SetString(PyExc_TypeError, "module_facts: tables of the wrong shape");
+        return -1;
+    }
+    if (!PyUnicode_IS_ASCII(format))
+        return 1;
+    tb->format = PyUnicode_AsUTF8(format);
+    if (!tb->format)
+        return -1;
+    static const int sets[] = {1, 2, 3, 4, 5, 6, 8, 10, 11, 12};
+    bc_set *to[] = {&tb->raw_blocks, &tb->passed_blocks, &tb->kept_codes, &tb->dropped_codes, &tb->globals_read,
+                    &tb->local_linkages, &tb->known_linkages, &tb->simple_constants, &tb->md_debug, &tb->md_known};
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++)
+        if (bc_py_ints(arena, PyTuple_GET_ITEM(iface, sets[k]), to[k]) < 0)
+            return -1;
+    if (bc_py_ints(arena, PyTuple_GET_ITEM(ir, 1), &tb->md_no_id) < 0 ||
+        bc_py_ints(arena, PyTuple_GET_ITEM(ir, 3), &tb->global_value_codes) < 0)
+        return -1;
+    tb->appending = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(iface, 7));
+    tb->max_depth = PyErr_Occurred() ? 0 : PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(iface, 13));
+    if (PyErr_Occurred())
+        return -1;
+    Py_ssize_t np = PyTuple_GET_SIZE(primitive), na = PyTuple_GET_SIZE(asm_items);
+    held->primitive = malloc(((size_t)np + 1) * sizeof(uint64_t));
+    held->primitive_names = malloc(((size_t)np + 1) * sizeof(char *));
+    held->asm_codes = malloc(((size_t)na + 1) * sizeof(uint64_t));
+    held->asm_at = malloc(((size_t)na + 1) * sizeof(uint64_t));
+    if (!held->primitive || !held->primitive_names || !held->asm_codes || !held->asm_at) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < np; k++) {
+        PyObject *pair = PyTuple_GET_ITEM(primitive, k);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "module_facts: PRIMITIVE_TYPES of the wrong shape");
+            return -1;
+        }
+        if (!PyUnicode_IS_ASCII(PyTuple_GET_ITEM(pair, 1)))
+            return 1;
+        held->primitive[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        held->primitive_names[k] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 1));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    for (Py_ssize_t k = 0; k < na; k++) {
+        PyObject *pair = PyTuple_GET_ITEM(asm_items, k);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "module_facts: INLINE_ASM of the wrong shape");
+            return -1;
+        }
+        held->asm_codes[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        held->asm_at[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    tb->primitive = held->primitive;
+    tb->primitive_names = held->primitive_names;
+    tb->nprimitive = (size_t)np;
+    tb->asm_codes = held->asm_codes;
+    tb->asm_at = held->asm_at;
+    tb->nasm = (size_t)na;
+    tb->intrinsic = (const uint8_t *)PyBytes_AS_STRING(intrinsic);
+    tb->nintrinsic = (size_t)PyBytes_GET_SIZE(intrinsic);
+    tb->module_flags = (const uint8_t *)PyBytes_AS_STRING(flags);
+    tb->nmodule_flags = (size_t)PyBytes_GET_SIZE(flags);
+    return 0;
+}
+
+/* The facts as modulefacts.read takes them: (interface text, module asm, templates, string table
+   or None, triple, ((flag name, value), ...), producer), strings as bytes. */
+static PyObject *bc_py_facts_result(const bc_facts_out *o) {
+    PyObject *text = PyUnicode_New((Py_ssize_t)o->interface.n, 127);
+    if (!text)
+        return NULL;
+    if (o->interface.n)
+        memcpy(PyUnicode_DATA(text), o->interface.p, o->interface.n);
+    PyObject *lists[3] = {PyList_New(0), PyList_New(0), PyList_New(0)}; /* asm, templates, flags */
+    PyObject *strtab = Py_NewRef(Py_None), *triple = NULL, *producer = NULL, *result = NULL;
+    if (!lists[0] || !lists[1] || !lists[2])
+        goto out;
+    for (size_t k = 0; k < o->n; k++) {
+        const bc_fact *fc = &o->facts[k];
+        PyObject *b = PyBytes_FromStringAndSize(o->bytes.p ? o->bytes.p + fc->at : "", (Py_ssize_t)fc->n);
+        if (!b)
+            goto out;
+        int rc = 0;
+        if (fc->kind == FACT_ASM || fc->kind == FACT_TEMPLATE) {
+            rc = PyList_Append(lists[fc->kind == FACT_TEMPLATE], b);
+            Py_DECREF(b);
+        } else if (fc->kind == FACT_FLAG) {
+            PyObject *pair = Py_BuildValue("(NL)", b, (long long)fc->value);
+            rc = pair ? PyList_Append(lists[2], pair) : -1;
+            Py_XDECREF(pair);
+        } else if (fc->kind == FACT_STRTAB) {
+            Py_SETREF(strtab, b);
+        } else if (fc->kind == FACT_TRIPLE) {
+            Py_XSETREF(triple, b);
+        } else {
+            Py_XSETREF(producer, b);
+        }
+        if (rc < 0)
+            goto out;
+    }
+    if (!triple || !producer) {
+        PyErr_SetString(PyExc_SystemError, "module_facts: no triple or producer");
+        goto out;
+    }
+    for (int k = 0; k < 3; k++)
+        Py_SETREF(lists[k], PyList_AsTuple(lists[k]));
+    if (lists[0] && lists[1] && lists[2])
+        result = PyTuple_Pack(7, text, lists[0], lists[1], strtab, triple, lists[2], producer);
+out:
+    Py_DECREF(text);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(lists[k]);
+    Py_XDECREF(strtab);
+    Py_XDECREF(triple);
+    Py_XDECREF(producer);
+    return result;
+}
+
+static PyObject *bc_py_module_facts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "module_facts(stream, want, whole, interface_tables, irmodule_tables, "
+                                         "BadBitcode)");
+        return NULL;
+    }
+    bc_py_want want, whole, arena;
+    memset(&want, 0, sizeof want);
+    memset(&whole, 0, sizeof whole);
+    memset(&arena, 0, sizeof arena);
+    bc_py_held held;
+    memset(&held, 0, sizeof held);
+    PyObject *result = NULL;
+    Py_buffer view = {0};
+    if (bc_want_of(&want, args[1]) < 0 || bc_want_of(&whole, args[2]) < 0)
+        goto out;
+    bc_facts_tables tables;
+    memset(&tables, 0, sizeof tables);
+    int t = bc_py_facts_tables(args[3], args[4], &arena, &held, &tables);
+    if (t < 0)
+        goto out;
+    if (t > 0) {
+        result = Py_NewRef(Py_NotImplemented);
+        goto out;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        goto out;
+    bc_facts_out facts;
+    memset(&facts, 0, sizeof facts);
+    char error[96];
+    int e;
+    Py_BEGIN_ALLOW_THREADS
+    e = bc_module_facts(view.buf, (size_t)view.len, &want.want, &whole.want, &tables, &facts, error, sizeof error);
+    Py_END_ALLOW_THREADS
+    if (e == BC_OK)
+        result = bc_py_facts_result(&facts);
+    else if (e == BC_DEFER)
+        result = Py_NewRef(Py_NotImplemented);
+    else if (e == BC_BAD)
+        PyErr_SetString(args[5], error);
+    else
+        PyErr_NoMemory();
+    bc_facts_out_free(&facts);
+out:
+    if (view.obj)
+        PyBuffer_Release(&view);
+    bc_py_want_free(&want);
+    bc_py_want_free(&whole);
+    bc_py_want_free(&arena);
+    free(held.primitive);
+    free(held.primitive_names);
+    free(held.asm_codes);
+    free(held.asm_at);
+    return result;
+}
+
 static PyMethodDef bc_methods[] = {
     {"read", (PyCFunction)(void (*)(void))bc_py_read, METH_FASTCALL,
      "read(stream, want, Node, Block, BadBitcode) -> Node: bitcode.read_python, compiled."},
     {"shard_text", (PyCFunction)(void (*)(void))bc_py_shard_text, METH_FASTCALL,
      "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables) -> str, or "
      "NotImplemented where the Python one must run: shardkey.canonical_python, compiled."},
+    {"module_facts", (PyCFunction)(void (*)(void))bc_py_module_facts, METH_FASTCALL,
+     "module_facts(stream, want, whole, interface_tables, irmodule_tables, BadBitcode) -> tuple, or NotImplemented "
+     "where the Python one must run: modulefacts.read_python's parts, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

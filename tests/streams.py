@@ -286,3 +286,224 @@ def found_by_fuzzing() -> dict[str, bytes]:
         "empty hash record": stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o"), record(2)),
                                           nested(SUMMARY, record(10, 12)))),
     }
+
+
+# --- modules --------------------------------------------------------------------------------------
+
+def metadata_strings(strings: list[bytes]) -> list[int]:
+    """A METADATA_STRINGS record's fields: [count, offset, blob], the blob the strings' VBR6 lengths
+    (padded to 32 bits), then their characters."""
+    w = _Writer()
+    for s in strings:
+        w.vbr(len(s), 6)
+    lengths = w.data()
+    return [len(strings), len(lengths), *lengths, *b"".join(strings)]
+
+
+NAMES = [b"g", b"h", b"llvm.memcpy", b"llvm.x", b"it's", b'"q"', b"a\tb\\", b"\xff\xe9", b"", b"struct.S"]
+
+
+def random_module(rng: random.Random) -> bytes:
+    """A module stream of records drawn at random, with what formats/modulefacts.py reads: a type
+    table (named and unnamed structs, forward references, functions, target types), global values
+    named in the string table, module-level constants, module asm and InlineAsm constants, metadata
+    (strings, named nodes, module flags, values, debug nodes), function blocks, an identification
+    block; mostly what LLVM writes, sometimes each thing a reader refuses or does not know (an
+    unknown record or block, a short record, a name past the string table, a cycle of types, two
+    modules, a second string table, a character above 255, METADATA_STRINGS that do not fit)."""
+    def rare() -> bool:
+        return rng.random() < 0.012
+
+    def some(n: int) -> int:
+        return rng.randint(0, n)
+
+    names = rng.sample(NAMES, 6)
+    strtab = b"".join(names)
+    whole = [(len(b"".join(names[:k])), len(n)) for k, n in enumerate(names)]
+
+    def name() -> tuple[int, int]:
+        if rare():
+            return rng.randint(0, 90), rng.randint(1, 9)
+        if rng.random() < 0.8:
+            return rng.choice(whole)
+        at = rng.randrange(len(strtab))
+        return at, rng.randint(0, min(12, len(strtab) - at))
+
+    ntypes = rng.randint(1, 14)
+    defined = 0  # the types written so far: a type names earlier ones, a struct sometimes a later one
+
+    def tid() -> int:
+        if rare():
+            return rng.randint(0, 40)
+        return rng.randrange(ntypes) if not defined or rng.random() < 0.005 else rng.randrange(defined)
+
+    types = [record(1, ntypes), record(7, 32)]
+    for defined in range(1, ntypes):
+        kind = rng.choice(["int", "int", "ptr", "void", "float", "array", "vector", "named", "opaque", "anon",
+                           "fn", "fn"] if not rare() else ["target", "typed ptr", "unknown", "name only", "short"])
+        if kind == "int":
+            types.append(record(7, rng.choice([1, 8, 32, 64])))
+        elif kind == "ptr":
+            types.append(record(25, rng.choice([0, 0, 1])))
+        elif kind == "void":
+            types.append(record(2))
+        elif kind == "float":
+            types.append(record(rng.choice([3, 4, 10, 13, 16, 22, 24])))
+        elif kind == "array":
+            types.append(record(11, rng.randint(0, 9), tid()))
+        elif kind == "vector":
+            types.append(record(12, rng.randint(1, 9), tid(), *([rng.randint(0, 1)] if rng.random() < 0.3 else [])))
+        elif kind in ("named", "opaque"):
+            if rng.random() < 0.7:
+                types.append(record(19, *rng.choice(NAMES + [b"%\x7f\n", bytes([300 % 256])])))
+            types.append(record(20, some(1), *[tid() for _ in range(some(3))]) if kind == "named" else record(6, 0))
+        elif kind == "anon":
+            types.append(record(18, some(1), *[tid() for _ in range(some(3))]))
+        elif kind == "fn":
+            types.append(record(21, some(1), tid(), *[tid() for _ in range(some(3))]))
+        elif kind == "target":
+            if rng.random() < 0.8:
+                types.append(record(19, *rng.choice(NAMES)))
+            n = some(2)
+            types.append(record(26, n, *[tid() for _ in range(n)], *[some(9) for _ in range(some(2))]))
+        elif kind == "typed ptr":
+            types.append(record(8, tid(), 0))
+        elif kind == "unknown":
+            types.append(record(rng.choice([9, 27, 40]), 1))
+        elif kind == "name only":
+            types.append(record(19, 300 if rng.random() < 0.3 else 97))
+        else:
+            types.append(record(rng.choice([7, 11, 21, 18, 20]), *([1] if rng.random() < 0.5 else [])))
+    if rare():
+        types.append(nested(11, record(1, 0)))
+
+    module = [record(1, 2 if not rare() else rng.choice([1, 3]))]
+    if rng.random() < 0.9:
+        module.append(nested(17, *types, width=4))
+    if rare():
+        module.append(nested(17, record(1, 1), record(7, 8)))
+    module.append(record(2, *b"x86_64-unknown-linux-gnu"))
+    if rng.random() < 0.3:
+        module.append(record(3, *b"e-m:e-i64:64"))
+    if rng.random() < 0.3:
+        module.append(record(4, *rng.choice([b".symver f, f@v1", b".globl marker\nmarker:", b"\xe9"])))
+    if rare():
+        module.append(record(rng.choice([9, 10, 15, 99]), 1, 2))
+    if rng.random() < 0.2:
+        module.append(record(rng.choice([5, 11, 12, 16]), *b"sec"))
+    nglobals = rng.randint(0, 6)
+    for _ in range(nglobals):
+        at, size = name()
+        linkage = rng.choice([0, 0, 0, 3, 9, 5, 0, 0, 0, 3, 9, 5, 2]) if not rare() else rng.choice([20, 33])
+        if rng.random() < 0.6:
+            fields = [at, size, tid(), rng.choice([2, 3]) if not rare() else 0, some(3), linkage, 0, 0]
+            module.append(record(7, *fields[: rng.randint(3, 6)] if rare() else fields))
+        else:
+            fields = [at, size, tid(), 0, some(1), linkage, *[0] * 12]
+            module.append(record(rng.choice([8, 8, 8, 14, 18]), *fields[: rng.randint(5, 16)] if rare() else fields))
+    nconstants = rng.randint(0, 6)
+    constants = []
+    for _ in range(nconstants):
+        what = rng.random()
+        if what < 0.3:
+            constants.append(record(1, tid()) if not rare() else record(1))
+        if what < 0.6:
+            constants.append(record(4, rng.getrandbits(rng.choice([3, 8, 64]))))
+        elif what < 0.7:
+            constants.append(record(rng.choice([2, 3, 26])))
+        elif what < 0.8:
+            constants.append(record(6, some(99)))
+        elif what < 0.9:
+            asm = rng.choice([b"movl $7, %0", b"nop", b""])
+            cons = b"=r"
+            fields = [tid(), some(3), len(asm), *asm, len(cons), *cons]
+            constants.append(record(30, *fields[: rng.randint(0, len(fields))] if rare() else fields))
+        else:
+            constants.append(record(rng.choice([20, 21, 25]), some(3), some(3)))
+    if rare():
+        constants.append(nested(15, record(1)))
+    if constants:
+        module.append(nested(11, *constants))
+    nvalues = nglobals + nconstants
+
+    if rng.random() < 0.85:
+        strings = rng.sample([b"wchar_size", b"PIC Level", b"llvm.x", b"", b"\x00\xff", b"Code Model"],
+                             rng.randint(0, 5))
+        md = []
+        nids = len(strings)
+        if rng.random() < 0.9:
+            fields = metadata_strings(strings)
+            if rare():
+                fields = rng.choice([fields[:2], fields[:1], [fields[0] + 9, *fields[1:]], [fields[0], 999, *fields[2:]],
+                                     [*fields[:3], 300, *fields[4:]]])
+            md.append(record(35, *fields))
+        else:
+            nids = 0
+
+        def op() -> int:
+            return rng.randint(0, nids) if not rare() else rng.randint(0, nids + 9)
+
+        nodes, values, flags = [], [], []
+        for _ in range(rng.randint(0, 10)):
+            what = rng.random()
+            if what < 0.25:
+                # mostly a constant's, as a module flag's value is
+                vid = rng.randrange(nglobals, nvalues) if nconstants and rng.random() < 0.7 else \
+                    rng.randrange(nvalues) if nvalues and not rare() else some(9)
+                md.append(record(2, tid(), vid))
+                values.append(nids)
+            elif what < 0.55:
+                if strings and rng.random() < 0.6:  # a module flag: {behaviour, name, value}
+                    value = rng.choice(values) + 1 if values and rng.random() < 0.8 else op()
+                    md.append(record(rng.choice([3, 3, 5]), op(), rng.randint(1, len(strings)) if not rare() else op(),
+                                     value))
+                    flags.append(nids)
+                else:
+                    md.append(record(rng.choice([3, 5]), *[op() for _ in range(some(4))]))
+                nodes.append(nids)
+            elif what < 0.75:
+                md.append(record(rng.choice([7, 12, 17, 31, 37]), some(5), some(5)))
+            elif what < 0.8:
+                md.append(record(6, some(9), *b"dbg"))
+                continue
+            elif what < 0.85:
+                md.append(record(rng.choice([36, 38, 39]), some(5)))
+                continue
+            else:
+                md.append(record(rng.choice([11, 99]) if rare() else 7, some(5)))
+            nids += 1
+        for k in range(rng.randint(0, 2)):
+            module_flags = k == 0 and rng.random() < 0.7
+            md.append(record(4, *(b"llvm.module.flags" if module_flags else b"llvm.ident")))
+            named = flags if module_flags and not rare() else nodes + values
+            if not rare():
+                md.append(record(10, *rng.sample(named, min(len(named), some(4))) if not rare() else [some(20)]))
+        if rare():
+            md.insert(rng.randrange(len(md) + 1), rng.choice([record(10, 0), record(4, *b"x"), nested(22, record(6))]))
+        module.append(nested(15, *md))
+    if rng.random() < 0.3:
+        module.append(nested(22, record(6, 0, *b"dbg")))
+    for _ in range(rng.randint(0, 2)):
+        body = [record(1, 1) if not rare() else record(2)]
+        if rng.random() < 0.5:
+            asm = rng.choice([b"movl $7, %0", b".incbin \"f\""])
+            body.append(nested(11, record(1, 0), record(30, 0, 0, len(asm), *asm, 2, *b"=r")))
+        body.append(record(10))
+        module.append(nested(12, *body))
+    if rare():
+        module.append(nested(rng.choice([9, 14, 20, 26, 30]), record(1, 1)))
+    top = [block(13, record(1, *(b"LLVM22.1.0" if not rare() else b"LLVM\xff")), record(2, 0)),
+           block(8, *module)]
+    if rare():  # a split LTO unit: a second module, one of the two with a summary
+        top.append(block(8, record(1, 2), *([nested(20, record(1, 1))] if rng.random() < 0.7 else [])))
+        if rng.random() < 0.7:
+            top[1] = block(8, *module, nested(20, record(1, 1)))
+    if rng.random() < 0.9:
+        top.append(block(23, record(1, *strtab) if not rare() else record(1, 300)))
+    if rare():
+        top.append(block(23, record(1, *strtab)))
+    if rng.random() < 0.3:
+        top.append(block(25, record(1, 1, 2)))
+    if rare():
+        top.insert(rng.randrange(len(top) + 1), block(rng.choice([14, 8, 17]), record(1, 1)))
+    return stream(*top)

@@ -25,7 +25,7 @@ from ltowrap.formats import bitcode, interface, irmodule
 from ltowrap.formats.bitcode import CHAR6, TOP_LEVEL, BadBitcode, Block, Node, Want, _Writer, read_python
 from needs import missing
 from streams import MAGIC, MODULE, _at, abbreviated, block, chunks, define, found_by_fuzzing, mutate, native, nested, \
-    random_shard, record, stream, unabbreviated
+    random_module, random_shard, record, stream, unabbreviated
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -243,10 +243,10 @@ FUZZ_RUNS = 20000
 
 
 def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
-    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text), built with
-    libFuzzer and the address and undefined-behaviour sanitizers, run a bounded number of times
-    from a seed corpus of the suite's modules and shards and of hand-built shards: any crash,
-    leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
+    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text and a module's
+    facts), built with libFuzzer and the address and undefined-behaviour sanitizers, run a bounded
+    number of times from a seed corpus of the suite's modules and shards and of hand-built shards
+    and modules: any crash, leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
     tc = toolchain(22)
     binary = tmp_path / "bitcode_fuzz"
     built = subprocess.run([tc.clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
@@ -261,8 +261,9 @@ def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
     for i, (name, data) in enumerate(sorted(corpora(tc).items())):
         for k, head in enumerate((b"\x02\x00\x00\x00", rng.randbytes(4))):
             (seeds / f"{i}-{k}").write_bytes(head + data)
-    for k in range(40):  # shards of random summary records, and those that found a fault
+    for k in range(40):  # shards of random summary records, modules of random records, and what found a fault
         (seeds / f"shard-{k}").write_bytes(rng.randbytes(4) + random_shard(rng)[0])
+        (seeds / f"module-{k}").write_bytes(rng.randbytes(4) + random_module(rng))
     for k, shard in enumerate(found_by_fuzzing().values()):
         (seeds / f"found-{k}").write_bytes(b"\x02\x00\x00\x00" + shard)
     work = tmp_path / "work"  # where libFuzzer adds the inputs it finds new

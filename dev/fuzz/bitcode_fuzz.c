@@ -1,8 +1,9 @@
 /* A libFuzzer target over the core of the compiled bitstream reader (ltowrap/_bitcode.c,
    without its Python layer): any bytes, under any Want, are read or refused, never a crash,
    an out-of-bounds access, undefined behaviour, a leak or a hang. The same bytes read whole
-   then go through the shard's canonical text (bc_shard_text, with callbacks of C here), under
-   the same rule.
+   then go through the shard's canonical text (bc_shard_text, with callbacks of C here), and
+   through a module's facts (bc_module_facts, its reads as modulefacts.read asks them or, for
+   some inputs, under the input's Want), under the same rule.
 
    An input is four bytes that choose a Want, then the stream (from its magic on, as
    bitcode.bitstream() gives it; the reader starts at bit 32 and does not look at the magic).
@@ -116,6 +117,82 @@ static void shard_text(const uint8_t *data, size_t size, uint8_t how) {
     free(events.v);
 }
 
+/* interface.py's and irmodule.py's tables, as interface._tables() and irmodule._tables() give them
+   (sorted), and modulefacts.WANT and interface._WHOLE. */
+static const uint64_t RAW_BLOCKS[] = {21, 22, 26};
+static const uint64_t PASSED_BLOCKS[] = {0, 9, 10, 11, 12, 14, 15, 17, 20};
+static const uint64_t KEPT_CODES[] = {1, 2, 3, 4, 6, 16};
+static const uint64_t DROPPED_CODES[] = {5, 11, 12, 13, 17};
+static const uint64_t GLOBALS_READ[] = {7, 8, 14, 18};
+static const uint64_t LOCAL_LINKAGES[] = {3, 9, 13, 14};
+static const uint64_t KNOWN_LINKAGES[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+static const uint64_t PRIMITIVE[] = {2, 3, 4, 5, 10, 13, 14, 15, 16, 17, 22, 23, 24};
+static const char *const PRIMITIVE_NAMES[] = {"void", "float", "double", "label", "half", "x86_fp80", "fp128",
+                                              "ppc_fp128", "metadata", "x86_mmx", "token", "bfloat", "x86_amx"};
+static const uint64_t SIMPLE_CONSTANTS[] = {2, 3, 4, 5, 6, 26};
+static const uint64_t MD_DEBUG[] = {7, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+                                    29, 30, 31, 32, 33, 34, 37, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49};
+static const uint64_t MD_KNOWN[] = {2, 3, 4, 5, 6, 7, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                                    26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45,
+                                    46, 47, 48, 49};
+static const uint64_t ASM_CODES[] = {18, 23, 28, 30}, ASM_AT[] = {1, 1, 1, 2};
+static const uint64_t MD_NO_ID[] = {4, 6, 10, 11, 35, 36, 38, 39};
+static const uint64_t GLOBAL_VALUE_CODES[] = {7, 8, 9, 14, 18};
+static const uint64_t FACTS_SKIP[] = {14}, WHOLE_SKIP[] = {12, 14, 20};
+static const uint64_t FACTS_CONSTANTS[] = {1, 2, 3, 4, 5, 6, 18, 23, 26, 28, 30};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define SET(a) ((bc_set){a, N(a)})
+
+/* The stream's facts, as modulefacts.read asks them (first read under `first`: modulefacts.WANT,
+   or the input's own Want), the second read under `whole` (interface._WHOLE, or the input's
+   Want): facts are an ASCII interface text under its first line and strings within their
+   buffer, a refusal says why. */
+static void module_facts(const uint8_t *data, size_t size, const bc_want *own, uint8_t how) {
+    bc_facts_tables tables = {
+        "shardkey 4", SET(RAW_BLOCKS), SET(PASSED_BLOCKS), SET(KEPT_CODES), SET(DROPPED_CODES), SET(GLOBALS_READ),
+        SET(LOCAL_LINKAGES), 2, SET(KNOWN_LINKAGES), PRIMITIVE, PRIMITIVE_NAMES, N(PRIMITIVE),
+        SET(SIMPLE_CONSTANTS), SET(MD_DEBUG), SET(MD_KNOWN), 100, (const uint8_t *)"llvm.", 5, ASM_CODES, ASM_AT,
+        N(ASM_CODES), SET(MD_NO_ID), (const uint8_t *)"llvm.module.flags", 17, SET(GLOBAL_VALUE_CODES)};
+    bc_key keys[3] = {0};
+    keys[0].bid = 11;
+    keys[0].has_only = 1;
+    keys[0].only = SET(FACTS_CONSTANTS);
+    keys[1].bid = 12;
+    keys[1].has_only = 1;
+    keys[1].only = (bc_set){NULL, 0};
+    keys[1].has_first = 1;
+    keys[1].first = 2;
+    keys[2].bid = 20;
+    keys[2].has_first = 1;
+    keys[2].first = 0;
+    bc_key debug = {0};
+    debug.bid = 15;
+    debug.has_unread = 1;
+    debug.unread = SET(MD_DEBUG);
+    bc_key facts_keys[4] = {keys[0], keys[1], keys[2], debug};
+    bc_want facts = {1, {NULL, 0}, SET(FACTS_SKIP), facts_keys, 4, 1};
+    bc_want whole = {1, {NULL, 0}, SET(WHOLE_SKIP), NULL, 0, 1};
+    bc_facts_out out = {0};
+    char error[96];
+    int e = bc_module_facts(data, size, how & 1 ? own : &facts, how & 2 ? own : &whole, &tables, &out, error,
+                            sizeof error);
+    if (e == BC_OK) {
+        const char first[] = "interface shardkey 4";
+        if (out.interface.failed || out.bytes.failed || out.interface.n < sizeof first ||
+            memcmp(out.interface.p, first, sizeof first - 1) || out.interface.p[out.interface.n - 1] != '\n')
+            abort();
+        for (size_t i = 0; i < out.interface.n; i++)
+            if (out.interface.p[i] & 0x80)
+                abort();
+        for (size_t i = 0; i < out.n; i++)
+            if (out.facts[i].at > out.bytes.n || out.facts[i].n > out.bytes.n - out.facts[i].at)
+                abort();
+    } else if ((e == BC_BAD && !error[0]) || (e != BC_BAD && e != BC_DEFER && e != BC_NOMEM)) {
+        abort();
+    }
+    bc_facts_out_free(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4)
         return 0;
@@ -151,5 +228,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     free(out.v);
     shard_text(data + 4, size - 4, how);
+    module_facts(data + 4, size - 4, &want, (how >> 5) & 1 ? (how >> 6) & 3 : 0);
     return 0;
 }

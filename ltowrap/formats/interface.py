@@ -105,6 +105,10 @@ MD_DEBUG = frozenset({METADATA_LOCATION, *range(METADATA_GENERIC_DEBUG, METADATA
 MD_KNOWN = MD_DEBUG | {METADATA_STRINGS, METADATA_NAME, METADATA_KIND, METADATA_NAMED_NODE,
                        METADATA_GLOBAL_DECL_ATTACHMENT, METADATA_INDEX_OFFSET, METADATA_INDEX, METADATA_VALUE,
                        METADATA_NODE, METADATA_DISTINCT_NODE}
+# Types nested deeper than this (a cycle of unnamed structs among them) put the whole module in.
+MAX_TYPE_DEPTH = 100
+# Names of the intrinsics, whose types IRMover maps by the importer's function of that name.
+INTRINSIC_PREFIX = b"llvm."
 
 
 class _Unknown(Exception):
@@ -193,7 +197,7 @@ class _Types:
         """The type as a text: a named struct by its name, any other type by its structure."""
         if tid in self._text:
             return self._text[tid]
-        if tid >= len(self.records) or depth > 100:
+        if tid >= len(self.records) or depth > MAX_TYPE_DEPTH:
             raise _Unknown(f"type id {tid}")
         r = self.records[tid]
         code, f = r[0], r[1:]
@@ -233,7 +237,7 @@ class _Types:
 
     def reaches_named(self, tid: int, depth: int = 0) -> bool:
         """Whether a named struct is part of the type."""
-        if depth > 100 or tid >= len(self.records):
+        if depth > MAX_TYPE_DEPTH or tid >= len(self.records):
             raise _Unknown(f"type id {tid}")
         return tid in self.names or any(self.reaches_named(t, depth + 1) for t in self._reads(tid))
 
@@ -454,7 +458,7 @@ def _module_interface(node: Node, strtab: bytes | None) -> list[str]:
     # An intrinsic of the importer with the name of one of the module's functions: its type
     # is mapped (getLinkedToGlobal), which can take a named struct out of the by-name pass.
     for g in globals_:
-        if g.code == MODULE_CODE_FUNCTION and g.name.startswith(b"llvm.") and types.reaches_named(g.record[3]):
+        if g.code == MODULE_CODE_FUNCTION and g.name.startswith(INTRINSIC_PREFIX) and types.reaches_named(g.record[3]):
             out.append(f"  intrinsic {_name(g.name)} {types.text(g.record[3])}")
     # computeTypeMapping maps, by name, every identified struct the reader created (the
     # materializer's list, function bodies' types included, not only what a TypeFinder
@@ -498,6 +502,16 @@ def interface_of(stream: bytes, tree: Node) -> str:
     except _Unknown as e:
         lines = [f"interface {FORMAT} whole ({e})", *_whole(read(stream, _WHOLE))]
     return "\n".join(lines) + "\n"
+
+
+def _tables() -> tuple:
+    """What the compiled facts (ltowrap._bitcode.module_facts, behind modulefacts.read) take of this
+    module's tables, so that they are defined here alone; read at each call, as interface_of reads
+    them."""
+    return (FORMAT, tuple(RAW_BLOCKS), tuple(READ_BLOCKS | DROPPED_BLOCKS | SKIPPED_BLOCKS), tuple(KEPT_MODULE_CODES),
+            tuple(DROPPED_MODULE_CODES), tuple(GLOBALS_READ), tuple(LOCAL_LINKAGES), APPENDING_LINKAGE,
+            tuple(KNOWN_LINKAGES), tuple(PRIMITIVE_TYPES.items()), tuple(SIMPLE_CONSTANTS), tuple(MD_DEBUG),
+            tuple(MD_KNOWN), MAX_TYPE_DEPTH, INTRINSIC_PREFIX)
 
 
 def _whole(node: Node) -> list[str]:

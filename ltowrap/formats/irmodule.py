@@ -126,7 +126,7 @@ def producer_of(root: Node) -> str:
             return ""
         for values in block.items:
             if isinstance(values, list) and values[0] == IDENTIFICATION_CODE_STRING:
-                return record_bytes(values[1:]).decode("ascii", "replace")
+                return producer_text(record_bytes(values[1:]))
         return ""
     return ""
 
@@ -153,8 +153,8 @@ def inline_asm(data: bytes) -> ModuleAsm:
 
 def asm_of(root: Node) -> ModuleAsm:
     """inline_asm(), from a tree read with (at least) what _ASM asks."""
-    module: list[str] = []
-    templates: dict[str, None] = {}
+    module: list[bytes] = []
+    templates: list[bytes] = []
     modules = 0
     strtab: bytes | None = None
     for block in _top(root):
@@ -163,7 +163,7 @@ def asm_of(root: Node) -> ModuleAsm:
             for item in block.items:
                 if isinstance(item, list):
                     if item[0] == MODULE_CODE_ASM:
-                        module.append(_text(item[1:]))
+                        module.append(record_bytes(item[1:]))
                 elif item.bid == CONSTANTS_BLOCK_ID:  # the module's own: no InlineAsm from LLVM's writer, but cheap to be sure
                     _asm_constants(item, templates)
                 elif item.bid == FUNCTION_BLOCK_ID:
@@ -172,11 +172,17 @@ def asm_of(root: Node) -> ModuleAsm:
             strtab = b"".join(record_bytes(v[1:]) for v in block.items if isinstance(v, list) and v[0] == STRTAB_BLOB)
     if not modules:
         raise BadBitcode("no module")
+    return asm_from(module, templates, strtab)
+
+
+def asm_from(module: list[bytes], templates: list[bytes], strtab: bytes | None) -> ModuleAsm:
+    """The ModuleAsm of each module asm's bytes, each InlineAsm string's (in order, repeats
+    included) and the string table's (None: there is none)."""
     spelt = strtab is None or _DIRECTIVE_NAME.search(strtab) is not None
-    return ModuleAsm(tuple(module), tuple(templates), spelt)
+    return ModuleAsm(tuple(map(decoded, module)), tuple(dict.fromkeys(map(decoded, templates))), spelt)
 
 
-def _asm_function(block: Node, templates: dict[str, None]) -> None:
+def _asm_function(block: Node, templates: list[bytes]) -> None:
     first = block.items[0] if block.items else None
     if not isinstance(first, list) or first[0] != FUNC_CODE_DECLAREBLOCKS:
         raise BadBitcode("a function block that does not start with DECLAREBLOCKS")
@@ -186,7 +192,7 @@ def _asm_function(block: Node, templates: dict[str, None]) -> None:
     # No constants block there: the function has no constants, so no InlineAsm either.
 
 
-def _asm_constants(block: Node, templates: dict[str, None]) -> None:
+def _asm_constants(block: Node, templates: list[bytes]) -> None:
     for values in block.items:
         if not isinstance(values, list) or values[0] not in INLINE_ASM:
             continue  # another record; or a block, which LLVM's reader skips here too
@@ -196,11 +202,27 @@ def _asm_constants(block: Node, templates: dict[str, None]) -> None:
         # BitcodeReader::parseConstants: the asm string, then the constraints' length and string.
         if n < 0 or at + 1 + n >= len(fields) or at + 2 + n + fields[at + 1 + n] > len(fields):
             raise BadBitcode("bad INLINEASM record")
-        templates[_text(fields[at + 1 : at + 1 + n])] = None
+        templates.append(record_bytes(fields[at + 1 : at + 1 + n]))
 
 
 def _text(chars: list[int]) -> str:
-    return record_bytes(chars).decode("utf-8", "surrogateescape")
+    return decoded(record_bytes(chars))
+
+
+def decoded(string: bytes) -> str:
+    """A string of the module as a str, every byte kept (surrogateescape)."""
+    return string.decode("utf-8", "surrogateescape")
+
+
+def producer_text(string: bytes) -> str:
+    """The IDENTIFICATION string as producer() gives it."""
+    return string.decode("ascii", "replace")
+
+
+def _tables() -> tuple:
+    """What the compiled facts (ltowrap._bitcode.module_facts, behind modulefacts.read) take of this
+    module's tables, so that they are defined here alone; read at each call."""
+    return tuple(INLINE_ASM.items()), tuple(MD_NO_ID), MODULE_FLAGS, tuple(GLOBAL_VALUE_CODES)
 
 
 def _module_facts(module: Node, want_flags: bool) -> ModuleFacts:
@@ -296,7 +318,7 @@ def _module_flags(block: Node, constants: _Constants) -> dict[str, int]:
             raise BadBitcode("a module flag whose name is not a string")
         number = _integer(nodes, len(strings), value_id, constants)
         if number is not None:
-            flags[strings[name_id].decode("utf-8", "surrogateescape")] = number
+            flags[decoded(strings[name_id])] = number
     return flags
 
 

@@ -6,8 +6,9 @@ A link asks several things of each module it distributes:
 - its inline assembly, for the files the backend's assembler may read (irmodule.inline_asm);
 - its triple and module flags, for a module compiled without an option record (irmodule.read);
 - its producer, for a module another LLVM release wrote (irmodule.producer).
-They are all read from one tree (bitcode.read with WANT, the union of what each asks) and
-kept together: in memory for the link, by the module's digest, and in the cache (c/, under
+They are all read from one tree (bitcode.read with WANT, the union of what each asks; with the
+compiled reader, made in C straight from that read's decoded stream, read_python the reference)
+and kept together: in memory for the link, by the module's digest, and in the cache (c/, under
 cachekey.module_facts_key), so that each version of a module is read once, ever.
 
 Bitcode that cannot be read gives a record that says why (`problem`) and nothing else:
@@ -73,7 +74,30 @@ class Facts:
 
 def read(data: bytes, digest: Callable[[bytes], str]) -> Facts:
     """The facts of a module's bytes (one read of its bitstream); `digest` names its interface
-    text (cachekey.digest_bytes)."""
+    text (cachekey.digest_bytes).
+
+    Made in C (ltowrap._bitcode.module_facts, straight from the decoded stream, no tree) when the
+    compiled reader runs (bitcode.implementation()), else by read_python, the reference: the same
+    facts, the same problem. The C one hands the rare module it does not take to read_python."""
+    native = getattr(bitcode._native, "module_facts", None)  # read at the call: LTOWRAP_NATIVE, bench/reader.py
+    if native is None:
+        return read_python(data, digest)
+    sample = shardkey.has_sample_profile(data)
+    try:
+        got = native(bitcode.bitstream(data), WANT, interface._WHOLE, interface._tables(), irmodule._tables(),
+                     BadBitcode)
+    except BadBitcode as e:
+        return Facts(problem=str(e) or "bad bitcode", sample_profile=sample)
+    if got is NotImplemented:
+        return read_python(data, digest)
+    text, module, templates, strtab, triple, flags, producer = got
+    return Facts("", digest(text.encode()), sample, irmodule.asm_from(list(module), list(templates), strtab),
+                 irmodule.decoded(triple), {irmodule.decoded(name): value for name, value in flags},
+                 irmodule.producer_text(producer))
+
+
+def read_python(data: bytes, digest: Callable[[bytes], str]) -> Facts:
+    """read(), in Python from the reader's tree: the reference the compiled facts are held to."""
     sample = shardkey.has_sample_profile(data)
     try:
         stream = bitcode.bitstream(data)
