@@ -259,3 +259,30 @@ def test_a_job_compiled_here_publishes_its_object_and_identity(project, shards):
     a = session.actions[work[0].job.output]
     assert len(sent) == 1 and set(sent[0]) == {key_of(b"\x7fELF here"), *a.small}
     assert [what for what, _ in client.calls][-1] == "UpdateActionResult"
+
+
+def test_modules_rank_by_their_paths_bytes(project, shards):
+    """A path that is not UTF-8 (surrogate-escaped) ranks by its bytes, as lld orders them: b'\\xff'
+    after U+E000's b'\\xee\\x80\\x80', where their code points sort the other way."""
+    odd, private = str(project / "m\udcff.o"), str(project / "m\ue000.o")
+    renamed = {str(project / "a.o"): odd, str(project / "b.o"): private}
+    shard = bitcode.relocate(shards["a"], renamed.__getitem__)
+    for old, new in renamed.items():
+        Path(new).write_bytes(Path(old).read_bytes())
+    data = Path(odd).read_bytes()
+    job = Job(Module(digest_bytes(data), odd, "m.o", len(data)), shard, odd + ".thinlto.bc", (private,),
+              odd + ".native")
+    digests = {p: digest_bytes(Path(p).read_bytes()) for p in renamed.values()}
+    builder = action.Actions(digests.__getitem__, action.Files(lambda p: Path(p).read_bytes()), {}, 60)
+    got = builder.build(job, _argv, "key")
+    want = reference(job, _argv, digests.__getitem__, {}, 60, "key")
+    assert got.blobs == want.blobs and got.key == want.key
+    assert bitcode.module_paths(got.blobs[_root_file(got, "index.thinlto.bc")]) == [
+        f"m/000001-{digests[odd]}.o", f"m/000000-{digests[private]}.o"]
+
+
+def _root_file(a: action.BackendAction, name: str):
+    root = protos.Action.FromString(a.blobs[a.key]).input_root_digest
+    directory = protos.Directory.FromString(a.blobs[(root.hash, root.size_bytes)])
+    digest = next(f.digest for f in directory.files if f.name == name)
+    return digest.hash, digest.size_bytes

@@ -159,6 +159,11 @@ class Actions:
         self._empty = key_of(b"")  # the identity's input root: an empty Directory
         self._suffixes: dict[str, str] = {}  # module path -> what follows the rank in its name: its digest
 
+    def _suffix(self, path: str) -> str:
+        """What follows the rank in the module's name in every input root: its digest."""
+        self._suffixes[path] = f"-{self.digest_of(path)}.o"
+        return self._suffixes[path]
+
     def _identity(self, identity: str) -> tuple[Key, dict[Key, bytes]]:
         """The identity Action of the key `identity` (cachekey.remote_key) and its blobs: root, Command, Action."""
         command = _arguments([IDENTITY_TOOL, identity]) + self._identity_command_tail
@@ -170,31 +175,27 @@ class Actions:
     def build(self, job: Job, argv_for: Callable[[str, str, str], list[str]], identity: str) -> BackendAction:
         """The actions for `job`; argv_for(module, shard, output) spells its compile command,
         identity is what it is cached under (cachekey.remote_key)."""
-        names: dict[str, str] = {}  # module path in the shard -> its path in the input root
         strtab = bitcode.Strtab.of(job.shard)
-        ranks = {p: r for r, p in enumerate(sorted(set(strtab.paths),
-                                                   key=lambda p: p.encode("utf-8", "surrogateescape")))}
-        suffixes = self._suffixes
-
-        def rename(path: str) -> str:
-            name = names.get(path)
-            if name is None:
-                suffix = suffixes.get(path)
-                if suffix is None:
-                    suffix = suffixes[path] = f"-{self.digest_of(path)}.o"
-                # The rank first: the relocated paths sort as the shard's own did.
-                name = names[path] = f"{MODULES}/{ranks.get(path, len(ranks) + len(names)):06d}{suffix}"
-            return name
-
-        shard = strtab.relocate(rename)
+        paths = sorted(set(strtab.paths))
+        if not "".join(paths).isascii():  # else code point order is already the bytes' order
+            paths.sort(key=lambda p: p.encode("utf-8", "surrogateescape"))
+        suffixes, suffix = self._suffixes, self._suffix
+        # Each path the shard names as m/<rank>-<digest>.o, the rank first: the relocated paths
+        # sort as the shard's own did.
+        names = {p: f"{MODULES}/{rank:06d}{suffixes.get(p) or suffix(p)}" for rank, p in enumerate(paths)}
+        shard = strtab.relocate(names.__getitem__)
         for path in (job.module.path, *job.imports):
-            rename(path)
+            if path not in names:  # one the shard does not name: after those it does
+                names[path] = f"{MODULES}/{len(paths) + len(names):06d}{suffixes.get(path) or suffix(path)}"
+        # Ranks of six digits (below a million) sort as their numbers: the names are in order then.
+        items = names.items() if 2 * len(names) <= 10**6 else sorted(names.items(), key=lambda item: item[1])
         blobs: dict[Key, bytes] = {}
         entries = []
-        for name, path in sorted((name, path) for path, name in names.items()):
-            key, data, digest = self.files.get(path)
+        get, skip = self.files.get, len(MODULES) + 1
+        for path, name in items:
+            key, data, digest = get(path)
             blobs[key] = data
-            entries.append(_file_node(name[len(MODULES) + 1 :], digest))
+            entries.append(_file_node(name[skip:], digest))
         modules = b"".join(entries)
         modules_key = key_of(modules)
         shard_key = key_of(shard)
