@@ -5,6 +5,7 @@
         [--workers 8 32 128] [--rtt 0.2 2 20] [--rate-mbit 1000] [--modules 400] [--speed 1]
         [--matrix full|cross] [--no-worker-cache] [--tuning deployment|test] [--proactive-fetch]
         [--assigners N] [--separate-cas | --split] [--profile-server] [--keep DIR [--reuse [--record-again] | --prepare-only]]
+        [--client DIR]
 
 Every part is real except the compile itself. For each project:
 1. the objects are built through ltowrap (bench/coldlink.py's prepare_project), so each module
@@ -373,6 +374,8 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
                          "LTOWRAP_REMOTE": url, "LTOWRAP_REMOTE_MODE": "execute",
                          "LTOWRAP_REMOTE_LOCAL": "1" if mode == "hybrid" else "0",
                          "LTOWRAP_REMOTE_JOBS": str(a.jobs_per_worker * workers)}
+        if a.client is not None:
+            run_env["PYTHONPATH"] = str(a.client.resolve())
         argv = ["sh", "-c", line]  # redis's line prints its LINK banner first
         if a.profile:  # py-spy's samples of every Python process of the link, threads included
             argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--threads", "--idle",
@@ -401,7 +404,8 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
                "server_cpu": round(server_cpu, 2), "server_cpu_ms_per_job": round(1000 * server_cpu / executed, 1),
                "legs": legs, **did, "worker_cache": a.worker_cache or a.engine == "buildbarn",
                "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
-               "separate_cas": a.separate_cas or a.split, "split": a.split}
+               "separate_cas": a.separate_cas or a.split, "split": a.split,
+               "client": str(a.client) if a.client is not None else None}
     if a.engine == "buildgrid":  # the name earlier results have
         result["bgd_cpu_ms_per_job"] = result["server_cpu_ms_per_job"]
     return result
@@ -640,6 +644,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=BENCH / "out")
     p.add_argument("--profile", action="store_true", help="run each remote link under py-spy (pip install py-spy); "
                    "its samples in the case's directory, profile.txt (with --keep)")
+    p.add_argument("--client", type=Path, help="run the remote links with the ltowrap package in this directory "
+                   "(put first on PYTHONPATH), e.g. an export of an older commit: two clients side by side")
     p.add_argument("--keep", type=Path, help="work here and keep it (logs of the server, bots and links)")
     p.add_argument("--record-again", action="store_true", help="with --reuse: the build as it is, its local link "
                    "run and recorded again (on a quieter machine than the first time, say)")

@@ -20,9 +20,8 @@ toolchain), with an empty input root. It is never executed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import bitcode
@@ -53,16 +52,64 @@ class BackendAction:
 
 @dataclass
 class Files:
-    """Input files read once per link however many actions share them (imports)."""
+    """Input files read once per link however many actions share them (imports): each its
+    key, its bytes and its digest as a FileNode's field."""
 
     read: Callable[[str], bytes]
-    seen: dict[str, tuple[Key, bytes]]
+    seen: dict[str, tuple[Key, bytes, bytes]] = field(default_factory=dict)
 
-    def get(self, path: str) -> tuple[Key, bytes]:
+    def get(self, path: str) -> tuple[Key, bytes, bytes]:
         if path not in self.seen:
             data = self.read(path)
-            self.seen[path] = (key_of(data), data)
+            key = key_of(data)
+            self.seen[path] = (key, data, _field(2, _digest(key)))
         return self.seen[path]
+
+
+# The messages every job's actions build are written here field by field, as protobuf's
+# deterministic serialization writes them (fields in number order, proto3 defaults left out):
+# a job then costs a few byte strings joined, and what the link's jobs share (the platform,
+# the Command's outputs and environment, the Action's timeout) is serialized once, by
+# protobuf, in Actions. test_remote_action checks every byte against protobuf's own.
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (a string, bytes or a message)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _digest(key: Key) -> bytes:
+    """A Digest message: hash (1), size_bytes (2, a varint; left out when 0)."""
+    return _field(1, key[0].encode("ascii")) + (b"\x10" + _varint(key[1]) if key[1] else b"")
+
+
+def _file_node(name: str, digest: bytes) -> bytes:
+    """A Directory's files (1) entry: a FileNode of name (1) and `digest` (its field 2, Files.get).
+    The names Actions.build gives are short enough for both lengths to be one-byte varints:
+    those are written directly."""
+    encoded = name.encode("utf-8")
+    size = 2 + len(encoded) + len(digest)
+    if size < 0x80:
+        return bytes((0x0A, size, 0x0A, len(encoded))) + encoded + digest
+    return _field(1, _field(1, encoded) + digest)
+
+
+def _arguments(arguments: list[str]) -> bytes:
+    """Command.arguments (1): each one, empty ones too (a repeated field keeps every element)."""
+    return b"".join(_field(1, a.encode("utf-8")) for a in arguments)
+
+
+def _action(command: Key, root: Key, tail: bytes) -> bytes:
+    """An Action: command_digest (1), input_root_digest (2), then `tail` (its fields numbered above 2)."""
+    return _field(1, _digest(command)) + _field(2, _digest(root)) + tail
 
 
 def _serialized(message) -> tuple[Key, bytes]:
@@ -77,73 +124,100 @@ def _platform(platform: dict[str, str]) -> Any:  # a protos.Platform
     return properties
 
 
-def _identity(identity: str, platform: dict[str, str]) -> tuple[Key, dict[Key, bytes]]:
-    """The identity Action of the key `identity` (cachekey.remote_key) and its blobs. Never run, so
-    its Command keeps the output_files it has always had: every cache entry stays where it was."""
-    root_key, root_data = _serialized(protos.Directory())
-    command = protos.Command(arguments=[IDENTITY_TOOL, identity], output_files=[OUTPUT], platform=_platform(platform))
-    command_key, command_data = _serialized(command)
-    action = protos.Action(command_digest=digest_message(command_key), input_root_digest=digest_message(root_key),
-                           platform=_platform(platform))
-    action_key, action_data = _serialized(action)
-    return action_key, {root_key: root_data, command_key: command_data, action_key: action_data}
+@dataclass
+class Actions:
+    """Builds the actions of one link's jobs; what they all share is made once, here.
 
+    platform: the properties as the user configured them; timeout_seconds: each Action's
+    timeout; toolchain: goes into the Command as LTOWRAP_TOOLCHAIN (part of the key, not a
+    platform property); compiler: clang's path on the workers, in place of this machine's.
+    """
 
-def build(job: Job, argv_for: Callable[[str, str, str], list[str]], digest_of: Callable[[str], str], files: Files,
-          platform: dict[str, str], timeout_seconds: int, identity: str, toolchain: str = "",
-          compiler: str = "") -> BackendAction:
-    """The actions for `job`; argv_for(module, shard, output) spells its compile command.
+    digest_of: Callable[[str], str]
+    files: Files
+    platform: dict[str, str]
+    timeout_seconds: int
+    toolchain: str = ""
+    compiler: str = ""
 
-    identity: what it is cached under (cachekey.remote_key); platform: the properties as
-    the user configured them; toolchain: goes into the Command as LTOWRAP_TOOLCHAIN (part of
-    the key, not a platform property); compiler: clang's path on the workers, in place of
-    this machine's."""
-    names: dict[str, str] = {}  # module path in the shard -> path in the input root
-    strtab = bitcode.Strtab.of(job.shard)
-    ranks = {p: r for r, p in enumerate(sorted(set(strtab.paths), key=lambda p: p.encode("utf-8", "surrogateescape")))}
+    def __post_init__(self) -> None:
+        properties = _platform(self.platform)
+        # The fields after arguments (1) of each job's Command, and after the two digests (1, 2)
+        # of its Action: the same for every job of the link.
+        command = protos.Command(output_files=[OUTPUT], output_paths=[OUTPUT], platform=properties)
+        if self.toolchain:
+            command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=self.toolchain)
+        self._command_tail = command.SerializeToString(deterministic=True)
+        action = protos.Action(platform=properties)
+        action.timeout.seconds = self.timeout_seconds
+        self._action_tail = action.SerializeToString(deterministic=True)
+        # The identity Action is never run, so its Command keeps the output_files it has always
+        # had (every cache entry stays where it was), and it has no timeout.
+        self._identity_command_tail = protos.Command(output_files=[OUTPUT], platform=properties).SerializeToString(
+            deterministic=True)
+        self._identity_action_tail = protos.Action(platform=properties).SerializeToString(deterministic=True)
+        self._empty = key_of(b"")  # the identity's input root: an empty Directory
+        self._suffixes: dict[str, str] = {}  # module path -> what follows the rank in its name: its digest
 
-    def rename(path: str) -> str:
-        if path not in names:
-            # The rank first: the relocated paths sort as the shard's own did.
-            rank = ranks.get(path, len(ranks) + len(names))
-            names[path] = f"{MODULES}/{rank:06d}-{digest_of(path)}.o"
-        return names[path]
+    def _suffix(self, path: str) -> str:
+        """What follows the rank in the module's name in every input root: its digest."""
+        self._suffixes[path] = f"-{self.digest_of(path)}.o"
+        return self._suffixes[path]
 
-    shard = strtab.relocate(rename)
-    for path in (job.module.path, *job.imports):
-        rename(path)
-    blobs: dict[Key, bytes] = {}
-    modules = protos.Directory()
-    for path, name in sorted(names.items(), key=lambda item: item[1]):
-        key, data = files.get(path)
-        blobs[key] = data
-        modules.files.add(name=os.path.basename(name), digest=digest_message(key))
-    modules_key, modules_data = _serialized(modules)
-    shard_key = key_of(shard)
-    blobs[shard_key] = shard
-    root = protos.Directory()
-    root.files.add(name=SHARD, digest=digest_message(shard_key))
-    root.directories.add(name=MODULES, digest=digest_message(modules_key))
-    root_key, root_data = _serialized(root)
+    def _identity(self, identity: str) -> tuple[Key, dict[Key, bytes]]:
+        """The identity Action of the key `identity` (cachekey.remote_key) and its blobs: root, Command, Action."""
+        command = _arguments([IDENTITY_TOOL, identity]) + self._identity_command_tail
+        command_key = key_of(command)
+        action = _action(command_key, self._empty, self._identity_action_tail)
+        action_key = key_of(action)
+        return action_key, {self._empty: b"", command_key: command, action_key: action}
 
-    properties = _platform(platform)
-    arguments = argv_for(names[job.module.path], SHARD, OUTPUT)
-    if compiler:
-        arguments[0] = compiler
-    # output_paths for servers of REAPI 2.1 on (Buildbarn reads only it), output_files for 2.0
-    # ones (the spec lets a client give both; a 2.1 server ignores output_files then).
-    command = protos.Command(arguments=arguments, output_files=[OUTPUT], output_paths=[OUTPUT], platform=properties)
-    if toolchain:
-        command.environment_variables.add(name=TOOLCHAIN_VARIABLE, value=toolchain)
-    command_key, command_data = _serialized(command)
-    action = protos.Action(command_digest=digest_message(command_key), input_root_digest=digest_message(root_key),
-                           platform=properties)
-    action.timeout.seconds = timeout_seconds
-    action_key, action_data = _serialized(action)
-    blobs.update({modules_key: modules_data, root_key: root_data, command_key: command_data, action_key: action_data})
-    identity_key, small = _identity(identity, platform)
-    blobs.update(small)
-    return BackendAction(action_key, blobs, identity_key, tuple(small))
+    def build(self, job: Job, argv_for: Callable[[str, str, str], list[str]], identity: str) -> BackendAction:
+        """The actions for `job`; argv_for(module, shard, output) spells its compile command,
+        identity is what it is cached under (cachekey.remote_key)."""
+        strtab = bitcode.Strtab.of(job.shard)
+        paths = sorted(set(strtab.paths))
+        if not "".join(paths).isascii():  # else code point order is already the bytes' order
+            paths.sort(key=lambda p: p.encode("utf-8", "surrogateescape"))
+        suffixes, suffix = self._suffixes, self._suffix
+        # Each path the shard names as m/<rank>-<digest>.o, the rank first: the relocated paths
+        # sort as the shard's own did.
+        names = {p: f"{MODULES}/{rank:06d}{suffixes.get(p) or suffix(p)}" for rank, p in enumerate(paths)}
+        shard = strtab.relocate(names.__getitem__)
+        for path in (job.module.path, *job.imports):
+            if path not in names:  # one the shard does not name: after those it does
+                names[path] = f"{MODULES}/{len(paths) + len(names):06d}{suffixes.get(path) or suffix(path)}"
+        # Ranks of six digits (below a million) sort as their numbers: the names are in order then.
+        items = names.items() if 2 * len(names) <= 10**6 else sorted(names.items(), key=lambda item: item[1])
+        blobs: dict[Key, bytes] = {}
+        entries = []
+        get, skip = self.files.get, len(MODULES) + 1
+        for path, name in items:
+            key, data, digest = get(path)
+            blobs[key] = data
+            entries.append(_file_node(name[skip:], digest))
+        modules = b"".join(entries)
+        modules_key = key_of(modules)
+        shard_key = key_of(shard)
+        blobs[shard_key] = shard
+        # The root: files (1) the shard, directories (2) the modules.
+        root = (_field(1, _field(1, SHARD.encode()) + _field(2, _digest(shard_key)))
+                + _field(2, _field(1, MODULES.encode()) + _field(2, _digest(modules_key))))
+        root_key = key_of(root)
+
+        arguments = argv_for(names[job.module.path], SHARD, OUTPUT)
+        if self.compiler:
+            arguments[0] = self.compiler
+        # output_paths for servers of REAPI 2.1 on (Buildbarn reads only it), output_files for 2.0
+        # ones (the spec lets a client give both; a 2.1 server ignores output_files then).
+        command = _arguments(arguments) + self._command_tail
+        command_key = key_of(command)
+        action = _action(command_key, root_key, self._action_tail)
+        action_key = key_of(action)
+        blobs.update({modules_key: modules, root_key: root, command_key: command, action_key: action})
+        identity_key, small = self._identity(identity)
+        blobs.update(small)
+        return BackendAction(action_key, blobs, identity_key, tuple(small))
 
 
 def probe(argv: list[str], platform: dict[str, str], timeout_seconds: int) -> BackendAction:

@@ -110,7 +110,8 @@ class Session:
     deduplicated: int = 0  # input bytes those jobs name that were not uploaded (shared by jobs, or in the CAS)
 
     def __post_init__(self) -> None:
-        self._files = action.Files(read_bytes, {})
+        self._actions = action.Actions(self.digest_of, action.Files(read_bytes), self.platform,
+                                       int(self.client.endpoint.exec_timeout), self.toolchain, self.compiler)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -150,9 +151,7 @@ class Session:
                 replies[i].error = self.down
                 continue
             try:
-                a = action.build(w.job, w.argv_for, self.digest_of, self._files, self.platform,
-                                 int(self.client.endpoint.exec_timeout), self._identity(w), self.toolchain,
-                                 self.compiler)
+                a = self._actions.build(w.job, w.argv_for, self._identity(w))
             except (bitcode.BadBitcode, OSError) as e:
                 replies[i].error = f"cannot build the action: {e}"
                 continue
@@ -333,9 +332,11 @@ class Session:
         return self._share(a, result, blobs)
 
     def _share(self, a: action.BackendAction, result, blobs: dict[Key, bytes] | None = None) -> bool:
-        """Put `result` in the action cache under `a`'s identity, after its blobs and the identity's own."""
+        """Put `result` in the action cache under `a`'s identity, after its blobs and the identity's own
+        (those an upload of this link put in the CAS or found there already are not sent again: an
+        executed job's went with its inputs)."""
         try:
-            self.client.upload({**(blobs or {}), **{k: a.blobs[k] for k in a.small}})
+            self.client.upload({**(blobs or {}), **{k: a.blobs[k] for k in a.small if k not in self._known}})
             self.client.update_action_result(a.identity, result)
             return True
         except RemoteError as e:
