@@ -109,6 +109,7 @@ class Cpu:
     KEY_REST: Final = "keys: the rest"  # the key's other fields, and the key dump (debug)
     STARTS: Final = "starts"  # writing shards, starting the backend clangs (local.spawn)
     CACHE: Final = "cache"  # claims, lookups, objects written out and stored
+    REMOTE: Final = "remote"  # the remote service asked and answered: actions built, requests sent, replies taken
     THREADS: Final = "other threads"  # the remote service's threads (gRPC)
     REST: Final = "the rest"  # outside the stages: the log record, the counters, the cache's cleanup
 

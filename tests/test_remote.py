@@ -73,6 +73,8 @@ def two_machines(project: Path, tmp_path: Path, tc: Toolchain, url: str, **extra
     second = counters(b)
     assert second["remote_hits"] == 4 and second["backend_misses"] == 0 and second["remote_errors"] == 0
     assert run([str(project / "prog-b")], project).stdout == expected
+    # ltowrap's own CPU on the remote service's work has its heading (log.CpuLedger).
+    assert "remote" in links_of(tmp_path / "b.log")[-1]["cpu"]["by"]
     assert (project / "prog-a").read_bytes() == (project / "prog-b").read_bytes()
     assert "ltowrap:" not in done.stderr
     return b

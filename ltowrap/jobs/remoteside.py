@@ -97,6 +97,10 @@ class RemoteSide:
     def ask(self, asking: list[JobState]) -> None:
         """Ask the remote service for these jobs, those it may make: their actions are built
         here, the lookups go out in the background (`answered` takes the replies)."""
+        with self.res.cpu.charge(log.Cpu.REMOTE):
+            self._ask(asking)
+
+    def _ask(self, asking: list[JobState]) -> None:
         from ..remote.session import Work
 
         t = time.time()
@@ -116,6 +120,10 @@ class RemoteSide:
         """Take the remote replies that are in, and wait for `wanted`'s: the jobs it served
         leave the queue (their outputs are returned); in execute mode the ones it lacked may
         be sent to the workers (RemoteJob.work), their inputs uploading in the background."""
+        with self.res.cpu.charge(log.Cpu.REMOTE):
+            return self._answered(queue, wanted)
+
+    def _answered(self, queue: list[JobState], wanted: JobState | None) -> set[str]:
         served: set[str] = set()
         while self._asking and (self._asking[0].asked.done or (wanted is not None and wanted.stage < Stage.ANSWERED)):
             asking = self._asking.pop(0)
@@ -179,7 +187,8 @@ class RemoteSide:
         r = self.of(state)
         if r.work is None or r.unserved or self._workers is None:
             return False  # the workers failed it once already
-        return self._workers.send(r.work, state)
+        with self.res.cpu.charge(log.Cpu.REMOTE):
+            return self._workers.send(r.work, state)
 
     def race(self, start_here: Callable[[JobState], bool]) -> None:
         """Free local slots compile the jobs still out on the workers too (remote.execute picks
@@ -200,7 +209,9 @@ class RemoteSide:
         make it, and it is never sent again), its action and when it was sent."""
         if self._workers is None:
             return
-        for landed in self._workers.landed():
+        with self.res.cpu.charge(log.Cpu.REMOTE):
+            answers = list(self._workers.landed())
+        for landed in answers:
             state, reply = landed.state, landed.reply
             if reply.served is None:
                 self.of(state).unserved = reply.error or "the remote execution gave no object"
@@ -225,7 +236,8 @@ class RemoteSide:
     def publish(self, state: JobState, obj: bytes, sides: bool) -> None:
         """Share an object compiled here, if a worker could have made it (no side inputs or outputs)."""
         if not state.side and not self.res.local_only and not sides:
-            self.session.publish(state.job, obj, state.printed)
+            with self.res.cpu.charge(log.Cpu.REMOTE):
+                self.session.publish(state.job, obj, state.printed)
 
     def raced(self, state: JobState) -> bool:
         return self.of(state).raced
