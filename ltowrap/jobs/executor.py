@@ -71,7 +71,7 @@ class Executor:
 
     def __post_init__(self) -> None:
         self.prep = Preparer(self.backend, self.res, self.digest_of)
-        self.here = LocalSide(self.res.gate, self.res.jobs)
+        self.here = LocalSide(self.res.gate, self.res.jobs, self.res.cpu)
         self.store = Store(self.res)
         self.far = None if self.res.remote is None else \
             RemoteSide(self.res.remote, self.res, self.backend, self._prepare, self._remote_object)
@@ -254,9 +254,7 @@ class Executor:
                         paused = True
                     if state.output in far.answered(queue, state):
                         continue
-                with self.res.cpu.charge(log.Cpu.CACHE):
-                    free = self.store.claim(state)
-                if not free:
+                if not self.store.claim(state):
                     aside.append(state)
                     state.waited = True
                     self.cache.stats.add("backend_waits")
@@ -270,8 +268,7 @@ class Executor:
             if ticket is not None:
                 if far is not None:
                     far.unsent(claimed)
-                with self.res.cpu.charge(log.Cpu.STARTS):
-                    self.here.start(claimed, ticket)
+                self.here.start(claimed, ticket)
             elif far is None or not far.send(claimed):
                 return claimed
             claimed = None
@@ -292,15 +289,12 @@ class Executor:
         if not state.job.module.new or self.far is not None:
             return False
         self.prep.options(state)
-        with self.res.cpu.charge(log.Cpu.CACHE):
-            free = self.store.claim_content(state)
-        if not free:
+        if not self.store.claim_content(state):
             return False
         ticket = self.here.take()
         if ticket is None:
             return False
-        with self.res.cpu.charge(log.Cpu.STARTS):
-            self.here.start(state, ticket)
+        self.here.start(state, ticket)
         return True
 
     def _prepare_next(self, queue: list[JobState]) -> bool:
@@ -379,8 +373,7 @@ class Executor:
             self.prep.make_key(state)
             self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
         try:
-            with self.res.cpu.charge(log.Cpu.CACHE):
-                failure = self._finish(state, rc, end - child.start)
+            failure = self._finish(state, rc, end - child.start)
         finally:
             self.store.release(state)  # after the store: a waiter finds the object
         if not failure:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import fsutil, proc
+from .. import fsutil, log, proc
 from ..locks import POLL
 from ..stages import backend
 from .prepare import JobState
@@ -57,6 +57,7 @@ class LocalSide:
 
     gate: Gate
     jobs: int
+    cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU: starts charge theirs
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
 
     def take(self) -> Ticket | None:
@@ -65,7 +66,7 @@ class LocalSide:
 
     def start(self, state: JobState, ticket: Ticket) -> None:
         """Start the job's compile in this slot, in the first lane free."""
-        with stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
+        with self.cpu.charge(log.Cpu.STARTS), stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
             child = spawn(state, self.gate, ticket, mask)
             lanes = {r.lane for r in self.running.values()}
             child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)

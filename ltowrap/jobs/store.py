@@ -46,12 +46,14 @@ class Store:
         key. False if another process holds either; the part taken is kept while the job waits."""
         if state.key is None:  # not cached: nothing to share with another process
             return True
-        return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
 
     def claim_content(self, state: JobState) -> bool:
         """Claim a job about to compile before its key (executor._early): False if another process
         holds its content's claim (compiling it before its key, or claiming it keyed)."""
-        return self._take(CONTENT, state.content)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            return self._take(CONTENT, state.content)
 
     def claim_key(self, state: JobState) -> bool:
         """A compile that started before its key, keyed now: its key claimed too. False if another
@@ -127,6 +129,10 @@ class Store:
     def keep(self, state: JobState, rc: int, seconds: float) -> local.Result:
         """Check what a compile here left (local.result): a good object is stored under the
         job's key, after the verify check if the job has one; Result.why says if it is not good."""
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            return self._keep(state, rc, seconds)
+
+    def _keep(self, state: JobState, rc: int, seconds: float) -> local.Result:
         made = local.result(state, rc)
         if made.why:
             self.cache.stats.add("backend_failures")
