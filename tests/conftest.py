@@ -36,6 +36,15 @@ def tc14() -> Toolchain:
     return toolchain(14)
 
 
+@pytest.fixture
+def compiled_reader(monkeypatch) -> None:
+    """The compiled reader in place whatever LTOWRAP_NATIVE says: for the tests that hold it to
+    the Python one (the whole suite also runs with LTOWRAP_NATIVE=0)."""
+    from ltowrap.formats import bitcode
+
+    monkeypatch.setattr(bitcode, "_native", streams.native())
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):
     """Never touch the real user cache or config; every test gets its own cache and log, and none of

@@ -21,6 +21,8 @@ from ltowrap.formats import bitcode, interface, irmodule, modulefacts
 from ltowrap.formats.bitcode import BadBitcode, _Writer
 from streams import MODULE, block, metadata_strings, mutate, native, nested, random_module, record, stream
 
+pytestmark = pytest.mark.usefixtures("compiled_reader")
+
 ASM_C = r"""
 struct S { int a; } s;
 extern int g;
