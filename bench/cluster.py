@@ -405,7 +405,8 @@ def one_case(project: str, mode: str, workers: int, rtt: float, a: argparse.Name
                "legs": legs, **did, "worker_cache": a.worker_cache or a.engine == "buildbarn",
                "tuning": dataclasses.asdict(tuning_of(a)) | {"name": a.tuning},
                "separate_cas": a.separate_cas or a.split, "split": a.split,
-               "client": str(a.client) if a.client is not None else None}
+               "client": str(a.client) if a.client is not None else None,
+               "cpu_by": (record.get("cpu") or {}).get("by") or {}}
     if a.engine == "buildgrid":  # the name earlier results have
         result["bgd_cpu_ms_per_job"] = result["server_cpu_ms_per_job"]
     return result
@@ -571,6 +572,12 @@ def table(results: list[dict], locals_: dict[str, dict]) -> str:
             f"| {server_cpu(r)} | {'on' if r['worker_cache'] else 'off'} "
             f"| {polling(r)} "
             f"| {r['load']:.1f} ({busy_cell(r)}) |")
+    lines += ["", "ltowrap's own CPU by what it was doing (the log's cpu.by), ms an executed job, the largest first:", ""]
+    for r in results:
+        by = sorted((r.get("cpu_by") or {}).items(), key=lambda kv: -kv[1])
+        jobs = r["executed"] or 1
+        lines.append(f"- {r['project']} on {r['workers']}: "
+                     + ", ".join(f"{name} {1000 * seconds / jobs:.2f}" for name, seconds in by if seconds >= 0.0005))
     lines += ["", "Local links (the replay's source, LTOWRAP_JOBS=2, empty cache):", ""]
     for name, rec in locals_.items():
         times = [b["end"] - b["start"] for b in rec["backends"]]
