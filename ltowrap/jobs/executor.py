@@ -134,13 +134,12 @@ class Executor:
 
     def _hit(self, state: JobState) -> bool:
         """Serve the job from the local cache if its object is there."""
-        with self.res.cpu.charge(log.Cpu.CACHE):
-            t = time.time()
-            entry = self.store.cached(state)
-            if entry is None:
-                return False
-            self._serve(state, entry, t)
-            return True
+        t = time.time()
+        entry = self.store.cached(state)
+        if entry is None:
+            return False
+        self._serve(state, entry, t)
+        return True
 
     def _serve(self, state: JobState, entry: Entry, start: float) -> None:
         self.store.serve(state, entry)

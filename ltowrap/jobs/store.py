@@ -46,14 +46,12 @@ class Store:
         key. False if another process holds either; the part taken is kept while the job waits."""
         if state.key is None:  # not cached: nothing to share with another process
             return True
-        with self.res.cpu.charge(log.Cpu.CACHE):
-            return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
+        return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
 
     def claim_content(self, state: JobState) -> bool:
         """Claim a job about to compile before its key (executor._early): False if another process
         holds its content's claim (compiling it before its key, or claiming it keyed)."""
-        with self.res.cpu.charge(log.Cpu.CACHE):
-            return self._take(CONTENT, state.content)
+        return self._take(CONTENT, state.content)
 
     def claim_key(self, state: JobState) -> bool:
         """A compile that started before its key, keyed now: its key claimed too. False if another
@@ -83,22 +81,25 @@ class Store:
     def _take(self, kind: str, name: str) -> bool:
         if (kind, name) in self.claimed:
             return True
-        if not self.cache.claims.try_claim(kind, name):
-            return False
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            if not self.cache.claims.try_claim(kind, name):
+                return False
         self.claimed.add((kind, name))
         return True
 
     def _let_go(self, kind: str, name: str) -> None:
         if (kind, name) in self.claimed:
             self.claimed.discard((kind, name))
-            self.cache.claims.release(kind, name)
+            with self.res.cpu.charge(log.Cpu.CACHE):
+                self.cache.claims.release(kind, name)
 
     def cached(self, state: JobState) -> Entry | None:
         """The job's object in the local cache, unless it is to be verified (then compiled
         again, and compared when done: keep)."""
         if state.key is None:
             return None
-        entry = self.cache.get(OBJECTS, state.key)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            entry = self.cache.get(OBJECTS, state.key)
         if entry is None or not entry.payload or \
                 any(not isinstance(entry.meta.get(kind), bytes) for kind, _ in state.job.side_outputs()):
             return None
@@ -110,6 +111,10 @@ class Store:
 
     def serve(self, state: JobState, entry: Entry) -> None:
         """Write a hit out: its object and side outputs, and what its compile printed."""
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            self._serve(state, entry)
+
+    def _serve(self, state: JobState, entry: Entry) -> None:
         local.write(state.output, entry.payload)
         for kind, _ in state.job.side_outputs():
             local.write(backend.side_output(state.output, kind), entry.meta[kind])
