@@ -767,10 +767,11 @@ class Strtab:
             w.abbrev(_ENTRY_ABBREV, block.width)
             w.abbrev(_HASH_ABBREV, block.width)
         width = block.width
+        paths = iter(self.paths)  # the entries' paths, decoded once (in the records' order)
         for values in self.records:
             # An abbreviated record's fields go in as one packed int (_Writer.fixed takes any width).
             if _is_entry(values):
-                path = rename(_module_path(values)).encode("utf-8", "surrogateescape")
+                path = rename(next(paths)).encode("utf-8", "surrogateescape")
                 if abbreviated:  # the abbreviation's id, the module id, the blob's length, then its bytes
                     module_id, id_bits = _vbr_bits(values[1], 6)
                     length, length_bits = _vbr_bits(len(path), 6)
