@@ -3666,9 +3666,12 @@ static PyObject *bc_py_read(PyObject *self, PyObject *const *args, Py_ssize_t na
 }
 
 /* The callbacks of bc_shard_text, in Python: shardkey.canonical's digest_of, interface_of and
-   block_count_read. A name is taken as f"{name}" takes it (format()), and only when ASCII. */
+   block_count_read, and the dicts of their answers already known by path (`known`, each NULL
+   if not given), looked up first: a shard names hundreds of modules, each a call otherwise.
+   A name is taken as f"{name}" takes it (format()), and only when ASCII. */
 typedef struct {
     PyObject *digest_of, *interface_of, *block_count_read;
+    PyObject *known[2]; /* by digest, by interface */
 } bc_py_shard;
 
 static int bc_py_name(void *ctx, int by_interface, const uint8_t *path, size_t n, bc_text *out) {
@@ -3676,7 +3679,14 @@ static int bc_py_name(void *ctx, int by_interface, const uint8_t *path, size_t n
     PyObject *name = PyUnicode_DecodeUTF8((const char *)path, (Py_ssize_t)n, "surrogateescape");
     if (!name)
         return BC_CALLBACK;
-    PyObject *got = PyObject_CallOneArg(by_interface ? p->interface_of : p->digest_of, name);
+    PyObject *known = p->known[by_interface ? 1 : 0];
+    PyObject *got = known ? PyDict_GetItemWithError(known, name) : NULL;
+    if (got && PyUnicode_CheckExact(got))
+        Py_INCREF(got);
+    else if (PyErr_Occurred())
+        got = NULL;
+    else
+        got = PyObject_CallOneArg(by_interface ? p->interface_of : p->digest_of, name);
     Py_DECREF(name);
     if (!got)
         return BC_CALLBACK;
@@ -3731,9 +3741,20 @@ static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
 
 static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 5) {
+    PyObject *known_by[2] = {NULL, NULL};
+    if (nargs == 8 && args[7] != Py_None) {
+        if (!PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 || !PyDict_Check(PyTuple_GET_ITEM(args[7], 0)) ||
+            !PyDict_Check(PyTuple_GET_ITEM(args[7], 1))) {
+            PyErr_SetString(PyExc_TypeError, "shard_text: known must be None or (digests by path, interfaces by path)");
+            return NULL;
+        }
+        known_by[0] = PyTuple_GET_ITEM(args[7], 0);
+        known_by[1] = PyTuple_GET_ITEM(args[7], 1);
+    }
+    if ((nargs != 7 && nargs != 8) || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 5) {
         PyErr_SetString(PyExc_TypeError, "shard_text(stream, own, digest_of, interface_of, block_count_read, "
-                                         "BadBitcode, (format, unread_line, known, declaration, split_since))");
+                                         "BadBitcode, (format, unread_line, known, declaration, split_since)"
+                                         "[, known])");
         return NULL;
     }
     PyObject *tables_in = args[6];
@@ -3770,7 +3791,7 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
     e = bc_read(view.buf, (size_t)view.len, &want, &events, error, sizeof error);
     Py_END_ALLOW_THREADS
     if (e == BC_OK) {
-        bc_py_shard callbacks = {args[2], args[3], args[4]};
+        bc_py_shard callbacks = {args[2], args[3], args[4], {known_by[0], known_by[1]}};
         bc_shard_env env = {&callbacks, bc_py_name, args[3] != Py_None,
                             args[4] != Py_None ? bc_py_block_count_read : NULL};
         bc_text text = {0};
@@ -4004,8 +4025,9 @@ static PyMethodDef bc_methods[] = {
     {"read", (PyCFunction)(void (*)(void))bc_py_read, METH_FASTCALL,
      "read(stream, want, Node, Block, BadBitcode) -> Node: bitcode.read_python, compiled."},
     {"shard_text", (PyCFunction)(void (*)(void))bc_py_shard_text, METH_FASTCALL,
-     "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables) -> str, or "
-     "NotImplemented where the Python one must run: shardkey.canonical_python, compiled."},
+     "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables[, known]) -> str, or "
+     "NotImplemented where the Python one must run: shardkey.canonical_python, compiled. known: None or "
+     "(digest_of's answers by path, interface_of's), looked up before calling them."},
     {"module_facts", (PyCFunction)(void (*)(void))bc_py_module_facts, METH_FASTCALL,
      "module_facts(stream, want, whole, interface_tables, irmodule_tables, BadBitcode) -> tuple, or NotImplemented "
      "where the Python one must run: modulefacts.read_python's parts, compiled."},

@@ -66,7 +66,8 @@ class ModuleDigests:
     (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
     def __init__(self, known: dict[str, str] | None = None, cache: Cache | None = None) -> None:
-        self.known = dict(known or {})
+        self.known = dict(known or {})  # by path: the digests given (called)
+        self.interfaces: dict[str, str] = {}  # by path: the interfaces given (interface)
         self.cache = cache
         self.read: dict[str, Facts] = {}  # by module digest
 
@@ -101,6 +102,7 @@ class ModuleDigests:
             from .formats.bitcode import BadBitcode
 
             raise BadBitcode(facts.problem)
+        self.interfaces[path] = facts.interface
         return facts.interface
 
     def sample_profiled(self, path: str) -> bool:
@@ -227,8 +229,10 @@ def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str |
 
     digests = digest_of if isinstance(digest_of, ModuleDigests) else None
     try:
-        return shardkey.canonical(shard, digest_of, module, digests.interface if digests is not None else None,
-                                  digests.sample_profiled if digests is not None else None)
+        if digests is None:
+            return shardkey.canonical(shard, digest_of, module)
+        return shardkey.canonical(shard, digests, module, digests.interface, digests.sample_profiled,
+                                  (digests.known, digests.interfaces))
     except (bitcode.BadBitcode, OSError):
         return None
 

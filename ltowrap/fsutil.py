@@ -68,8 +68,10 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: boo
                 raise
             make_dirs(directory)
             fd = os.open(tmp, flags, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
         os.rename(tmp, path)
     except BaseException:
         try:
@@ -79,15 +81,42 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: boo
         raise
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a write to a regular file is short only when it is
+    interrupted or the disk fills up; the next write then raises)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_all(fd: int) -> bytes:
+    """What is left to read from `fd`, to its end: a regular file in one read of its size
+    (the Python file objects' buffering and terminal checks cost four more system calls a
+    file, on the backends' path)."""
+    size = os.fstat(fd).st_size
+    data = os.read(fd, size + 1)
+    if len(data) <= size < 1 << 30:  # short: at the end (one read moves at most 2 GiB; a pipe's size is 0)
+        return data
+    chunks = [data]
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return read_all(fd)
+    finally:
+        os.close(fd)
 
 
 def read_nofollow(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+    try:
+        return read_all(fd)
+    finally:
+        os.close(fd)
 
 
 class locked:

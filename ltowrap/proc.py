@@ -77,27 +77,24 @@ class Child:
             pass
 
 
-def spawn(argv: list[str], output: str | None = None, watch: bool = False, keep_fds: tuple[int, ...] = (),
-          sigmask: Iterable[int] | None = None) -> Child:
-    """Start a guarded tool; its stdout and stderr go to `output` (a new file) or stay ours.
+def spawn(argv: list[str], output: int | None = None, watch: bool = False, keep_fds: tuple[int, ...] = (),
+          sigmask: Iterable[int] | None = None, env: Mapping[str, str] | None = None) -> Child:
+    """Start a guarded tool; its stdout and stderr go to the file open at `output` or stay ours.
 
     OSError if it cannot be started. `watch` opens a pidfd to wait on with select().
     `keep_fds` stay open in the tool (a dup2 onto itself clears close-on-exec), as the
-    lock of the slot it runs in. `sigmask` is the tool's signal mask (default: ours).
+    lock of the slot it runs in. `sigmask` is the tool's signal mask (default: ours). `env`
+    is its whole environment, guarded already (tool_env: a caller starting many tools
+    makes it once); by default, ours guarded.
     """
     actions = [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in keep_fds]
-    fd = -1
     if output is not None:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
-    try:
-        if sigmask is None:
-            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions)
-        else:
-            pid = os.posix_spawn(argv[0], argv, tool_env(), file_actions=actions, setsigmask=sigmask)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        actions += [(os.POSIX_SPAWN_DUP2, output, 1), (os.POSIX_SPAWN_DUP2, output, 2)]
+    env = tool_env() if env is None else env
+    if sigmask is None:
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    else:
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsigmask=sigmask)
     return Child(pid, os.pidfd_open(pid) if watch else -1)
 
 

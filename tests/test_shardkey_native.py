@@ -193,3 +193,36 @@ def test_canonical_runs_the_compiled_text_when_built(monkeypatch):
     assert "module ^0 c hash" in shardkey.canonical(shard, digest_of)
     monkeypatch.setattr(bitcode, "_native", None)
     assert "module ^0 python hash" in shardkey.canonical(shard, digest_of)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_names_known_already_are_taken_without_asking(seed):
+    """With the answers of digest_of and interface_of already known for some paths (`known`,
+    as cachekey.ModuleDigests keeps them), shard_text takes those names from there and asks
+    the callbacks only for the others; the text is the reference's, whose callbacks give the
+    same answers. A known answer that differs from the callback's shows in the text: it is
+    read, not checked and ignored."""
+    rng = random.Random(seed)
+    shown = 0
+    for _ in range(300):
+        shard, paths = random_shard(rng)
+        own = rng.choice([None, *paths])
+        reference = Asked(True, rng.choice([None, True, False]))
+        want = outcome(lambda: shardkey.canonical_python(shard, *reference.args(own)))
+        if not want.startswith(shardkey.FORMAT):
+            continue
+        names = Asked(True, reference.sample)
+        some = [p for p in paths if rng.random() < 0.6]
+        known = ({p: names.digest_of(p) for p in some}, {p: names.interface_of(p) for p in some})
+        names.calls.clear()
+        count = None if names.sample is None or own is None else lambda: names.sample_profiled(own)
+        own_bytes = None if own is None else own.encode("utf-8", "surrogateescape")
+
+        def text(known: tuple[dict[str, str], dict[str, str]]) -> str:
+            return native().shard_text(bitstream(shard), own_bytes, names.digest_of, names.interface_of, count,
+                                       BadBitcode, shardkey._tables(), known)
+
+        assert text(known) == want
+        assert not {p for kind, p in names.calls if kind != "sample"} & set(some)
+        shown += sum("Wrong" in text(({**known[0], p: "Wrong0"}, {**known[1], p: "Wrong1"})) for p in some)
+    assert shown >= 100, shown

@@ -309,7 +309,8 @@ def _tables() -> tuple:
 
 def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
               interface_of: Callable[[str], str] | None = None,
-              sample_profiled: Callable[[str], bool] | None = None) -> str:
+              sample_profiled: Callable[[str], bool] | None = None,
+              known: tuple[dict[str, str], dict[str, str]] | None = None) -> str:
     """The shard's canonical text (see the module docstring); BadBitcode if unreadable.
 
     digest_of(path) names a module by its bytes, interface_of(path) by what a backend that
@@ -324,7 +325,10 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     compiled reader runs (bitcode.implementation()), else by canonical_python, the reference:
     the same text, the same BadBitcode, the same callbacks in the same order. The C text hands
     the rare shard it does not take (a GUID above 64 bits, a module name that is not ASCII)
-    to canonical_python.
+    to canonical_python. `known` holds answers of digest_of and interface_of already given,
+    by path: the compiled text takes a name from there before it calls them (a shard names
+    hundreds of modules), and the Python one, which the callbacks' own memos serve as fast,
+    does without.
     """
     native = getattr(bitcode._native, "shard_text", None)  # read at the call: LTOWRAP_NATIVE, bench/reader.py
     if native is None:
@@ -334,7 +338,7 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     except UnicodeEncodeError:  # canonical_python raises it where it meets it
         return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
     count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
-    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _tables())
+    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _tables(), known)
     if text is not NotImplemented:
         return text
     return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)

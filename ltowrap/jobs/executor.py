@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from .. import log
@@ -176,7 +177,7 @@ class Executor:
         states = [JobState(job) for job in jobs]
         self.states.update((s.output, s) for s in states)
         self.prep.unkeyed += len(states)
-        weight = {s.output: s.job.module.size + sum(sizes.get(i, 0) for i in s.job.imports) for s in states}
+        weight = {s.output: s.job.module.size + sum(map(sizes.get, s.job.imports, repeat(0))) for s in states}
         states.sort(key=lambda s: weight[s.output], reverse=True)
         self._compile(states)
 
@@ -315,12 +316,12 @@ class Executor:
         if early is not None:
             self._early_keyed(early, queue)
             return True
-        for i in range(len(queue) - 1, -1, -1):
-            if not queue[i].keyed:
-                if self._prepare(queue[i]):
-                    del queue[i]
-                return True
-        return False
+        i = self.prep.next_unkeyed(queue)
+        if i is None:
+            return False
+        if self._prepare(queue[i]):
+            del queue[i]
+        return True
 
     def _early_keyed(self, child: Running, queue: list[JobState]) -> None:
         """Key a compile that started without one. A hit after all stops it (its slot is free
@@ -372,7 +373,7 @@ class Executor:
             self.prep.make_key(state)
             self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
         try:
-            failure = self._finish(state, rc, end - child.start)
+            failure = self._finish(state, rc, child.out, end - child.start)
         finally:
             self.store.release(state)  # after the store: a waiter finds the object
         if not failure:
@@ -381,8 +382,8 @@ class Executor:
             self._done(self._compiled(child, end))
         return failure
 
-    def _finish(self, state: JobState, rc: int, seconds: float) -> ToolFailed | None:
-        made = self.store.keep(state, rc, seconds)
+    def _finish(self, state: JobState, rc: int, out: str, seconds: float) -> ToolFailed | None:
+        made = self.store.keep(state, rc, out, seconds)
         if made.why:
             return ToolFailed(state.argv, rc or 1, f"backend compile of {state.job.module.origin} {made.why}\n"
                               f"{made.out}", Reason.BACKEND_FAILED)

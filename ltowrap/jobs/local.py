@@ -24,31 +24,51 @@ from .slots import Gate, Ticket
 
 @dataclass
 class Running:
-    """A backend compile running here."""
+    """A backend compile running here; what it prints goes to `out_fd`, a file in memory
+    (memfd_create: no file to create, read back and remove on the disk the objects go to)."""
 
     child: proc.Child
     state: JobState
     start: float
     ticket: Ticket
+    out_fd: int
     lane: int = 0
+    out: str = ""  # what it printed, read once it ended (LocalSide.ended)
+
+    def printed(self) -> str:
+        """What it printed (it has ended); its log is closed."""
+        try:
+            os.lseek(self.out_fd, 0, os.SEEK_SET)
+            return fsutil.read_all(self.out_fd).decode("utf-8", "replace")
+        finally:
+            self.drop()
+
+    def drop(self) -> None:
+        if self.out_fd >= 0:
+            os.close(self.out_fd)
+            self.out_fd = -1
 
 
-def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int]) -> Running:
-    """Start the job's compile in this slot (its shard written first, if it is not there); the
-    slot is given back if it cannot start."""
+def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: dict[str, str]) -> Running:
+    """Start the job's compile in this slot (its shard written first, if it is not there),
+    in `env` (proc.tool_env); the slot is given back if it cannot start."""
     job = state.job
     shard_path = job.shard_path
+    out_fd = -1
     try:
         if not os.path.exists(shard_path):
             os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
             with open(shard_path, "wb") as f:
                 f.write(job.shard)
-        child = proc.spawn(state.argv, output=job.output + ".log", watch=True,
-                           keep_fds=gate.inherit(ticket), sigmask=sigmask)
+        out_fd = os.memfd_create("ltowrap-backend", os.MFD_CLOEXEC)
+        child = proc.spawn(state.argv, output=out_fd, watch=True, keep_fds=gate.inherit(ticket), sigmask=sigmask,
+                           env=env)
     except BaseException:
+        if out_fd >= 0:
+            os.close(out_fd)
         gate.give(ticket)
         raise
-    return Running(child, state, time.time(), ticket)
+    return Running(child, state, time.time(), ticket, out_fd)
 
 
 @dataclass
@@ -59,6 +79,7 @@ class LocalSide:
     jobs: int
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU: starts charge theirs
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
+    env: dict[str, str] = field(default_factory=proc.tool_env)  # the compiles' environment, made once
 
     def take(self) -> Ticket | None:
         """A slot, if this run has room for one more compile and the gate gives one."""
@@ -67,7 +88,7 @@ class LocalSide:
     def start(self, state: JobState, ticket: Ticket) -> None:
         """Start the job's compile in this slot, in the first lane free."""
         with self.cpu.charge(log.Cpu.STARTS), stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
-            child = spawn(state, self.gate, ticket, mask)
+            child = spawn(state, self.gate, ticket, mask, self.env)
             lanes = {r.lane for r in self.running.values()}
             child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
             self.running[child.child.pidfd] = child
@@ -93,6 +114,7 @@ class LocalSide:
         and reaped, so it writes no more, and its slot given back."""
         del self.running[child.child.pidfd]
         child.child.kill(signal.SIGTERM)
+        child.drop()
         self.gate.give(child.ticket)
 
     def wait(self, for_slot: bool, others: list[int], timeouts: list[float | None], busy: bool) -> list[Running]:
@@ -110,16 +132,19 @@ class LocalSide:
         return [self.running.pop(fd) for fd in ready if fd in self.running]
 
     def ended(self, child: Running) -> tuple[Running, int, float]:
-        """A child ended (no longer in `running`): its exit code and end, its slot given back."""
+        """A child ended (no longer in `running`): its exit code and end, its slot given back,
+        what it printed read (Running.out)."""
         rc = child.child.wait()
         end = time.time()
         self.gate.give(child.ticket)
+        child.out = child.printed()
         return child, rc, end
 
     def close(self) -> None:
         """Stop every compile still running."""
         for child in self.running.values():
             child.child.kill(signal.SIGTERM)
+            child.drop()
             self.gate.give(child.ticket)
         self.running.clear()
 
@@ -135,14 +160,12 @@ class Result:
     why: str
 
 
-def result(state: JobState, rc: int) -> Result:
-    """What the job's compile left, once it exited with `rc`: its log, object and side outputs, read back."""
+def result(state: JobState, rc: int, out: str) -> Result:
+    """What the job's compile left, once it exited with `rc` having printed `out`: its object
+    and side outputs, read back."""
     job = state.job
-    with open(job.output + ".log", "rb") as f:
-        out = f.read().decode("utf-8", "replace")
     try:
-        with open(job.output, "rb") as f:
-            obj = f.read()
+        obj = fsutil.read_bytes(job.output)
     except OSError:
         obj = b""
     why = backend.unusable(rc, obj, out)

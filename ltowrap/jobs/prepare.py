@@ -8,8 +8,10 @@ executor (executor.py) moves it forward, never back. The remote side's own facts
 from __future__ import annotations
 
 import enum
+import sys
 import time
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import TYPE_CHECKING, Protocol
 
 from .. import cachekey, config, fsutil, log, optrecords, toolchain
@@ -112,6 +114,8 @@ class Preparer:
     # A module's side inputs that depend on its bytes alone (no `.include` followed), by store path:
     # a module is imported by many of a link's backends.
     _module_sides: dict[str, sideinputs.SideInputs] = field(default_factory=dict)
+    _read_nothing: set[str] = field(default_factory=set)  # the modules whose side inputs are sideinputs.NONE
+    _keyed_from: int = sys.maxsize  # in the run's queue, every job from here on has its key (next_unkeyed)
     # What a backend command line (module, shard and output as placeholders) reads, by that line:
     # a link's jobs share a few (one for each set of recorded options).
     _argv_sides: dict[tuple[str, ...], sideinputs.SideInputs] = field(default_factory=dict)
@@ -133,15 +137,32 @@ class Preparer:
         side = self._argv_sides.get(line)
         if side is None:
             side = self._argv_sides[line] = sideinputs.of_argv(argv)
-        for path in (job.module.path, *job.imports):
+        # Most modules have no inline assembly, and a backend imports hundreds: those known to
+        # read nothing are passed over without a look.
+        for path in filterfalse(self._read_nothing.__contains__, (job.module.path, *job.imports)):
             found = self._module_sides.get(path)
             if found is None:
                 found, followed = sideinputs.of_module(path, self.digest_of.facts)
                 if not followed:
+                    if found is sideinputs.NONE:
+                        self._read_nothing.add(path)
+                        continue
                     self._module_sides[path] = found
-            if found is not sideinputs.NONE:  # most modules have no inline assembly: a backend imports hundreds
+            if found is not sideinputs.NONE:
                 side |= found
         return side
+
+    def next_unkeyed(self, queue: list[JobState]) -> int | None:
+        """Where the job of the run's queue nearest its end (the next to start) without a key
+        is, or None. Each job is looked at once a run: a job in the queue keeps its key, the
+        jobs added to its end have theirs, and a job leaving it only moves the ones after it
+        forward, so every job from _keyed_from on stays keyed."""
+        for i in range(min(self._keyed_from, len(queue)) - 1, -1, -1):
+            if not queue[i].keyed:
+                self._keyed_from = i + 1  # the caller keys it
+                return i
+        self._keyed_from = 0
+        return None
 
     def key(self, state: JobState, argv: list[str]) -> tuple[str | None, list[str] | None]:
         """The job's key (None: not cacheable, sideinputs says why) and, with debug, what went in."""

@@ -131,14 +131,15 @@ class Store:
             self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, obj)
         self.release(state)
 
-    def keep(self, state: JobState, rc: int, seconds: float) -> local.Result:
-        """Check what a compile here left (local.result): a good object is stored under the
-        job's key, after the verify check if the job has one; Result.why says if it is not good."""
+    def keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
+        """Check what a compile here left (local.result; it printed `out`): a good object is
+        stored under the job's key, after the verify check if the job has one; Result.why
+        says if it is not good."""
         with self.res.cpu.charge(log.Cpu.CACHE):
-            return self._keep(state, rc, seconds)
+            return self._keep(state, rc, out, seconds)
 
-    def _keep(self, state: JobState, rc: int, seconds: float) -> local.Result:
-        made = local.result(state, rc)
+    def _keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
+        made = local.result(state, rc, out)
         if made.why:
             self.cache.stats.add("backend_failures")
             return made
