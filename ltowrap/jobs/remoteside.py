@@ -12,6 +12,7 @@ job is a `RemoteJob`, kept here: the local side never reads it.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,7 @@ class RemoteSide:
     jobs: dict[str, RemoteJob] = field(default_factory=dict)  # job output -> what this side knows of it
     _asking: list[_Asking] = field(default_factory=list)  # remote lookups under way, the first asked first
     _workers: Workers[JobState] | None = None  # execute mode, while jobs may be sent
+    _asked_from: int = sys.maxsize  # in the run's queue, every job from here on has been asked for (to_ask)
 
     def of(self, state: JobState) -> RemoteJob:
         return self.jobs.setdefault(state.output, RemoteJob())
@@ -80,11 +82,14 @@ class RemoteSide:
 
     def to_ask(self, queue: list[JobState], first: JobState | None = None) -> list[JobState]:
         """The next jobs of the queue to ask the remote service for (`first`, taken from it,
-        leads), up to ASK_AT_ONCE, their keys made; a local hit among them leaves the queue."""
+        leads), up to ASK_AT_ONCE, their keys made; a local hit among them leaves the queue.
+        Each job is looked at once a run: the jobs added to the queue's end were asked for
+        already, a job leaving it only moves the ones after it forward, and those returned
+        are asked for (ask) before the next look, so every job from _asked_from on stays asked."""
         asking = [first] if first is not None else []
-        for i in range(len(queue) - 1, -1, -1):
-            if len(asking) >= ASK_AT_ONCE:
-                break
+        i = min(self._asked_from, len(queue))
+        while i > 0 and len(asking) < ASK_AT_ONCE:
+            i -= 1
             state = queue[i]
             if state.stage >= Stage.ASKED:
                 continue
@@ -92,6 +97,7 @@ class RemoteSide:
                 del queue[i]
                 continue
             asking.append(state)
+        self._asked_from = i
         return asking
 
     def ask(self, asking: list[JobState]) -> None:
