@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Final
 
 from . import logfile
@@ -93,7 +91,7 @@ class Record:
         self.spans.append([name, round(start, 4), round(end, 4)])
 
     def to_json(self) -> dict:
-        out = _without_none(asdict(self))
+        out = _without_none(self)
         assert isinstance(out, dict)  # a dict's is a dict
         return out
 
@@ -129,13 +127,9 @@ class CpuLedger:
         self._mark = time.thread_time()
         self.spent[Cpu.START] = self._mark
 
-    @contextmanager
-    def charge(self, heading: str) -> Iterator[None]:
-        outer = self.now(heading)
-        try:
-            yield
-        finally:
-            self.now(outer)
+    def charge(self, heading: str) -> _Charge:
+        """For a `with` block: its time to `heading`, then back to the heading before."""
+        return _Charge(self, heading)
 
     def now(self, heading: str) -> str:
         """Charge the time from here on to `heading`; returns the heading charged until now."""
@@ -155,7 +149,28 @@ class CpuLedger:
         return out
 
 
+class _Charge:
+    """CpuLedger.charge's block (a class: a generator's context manager costs several times
+    more, and a link charges a few dozen a module)."""
+
+    __slots__ = ("ledger", "heading", "outer")
+
+    def __init__(self, ledger: CpuLedger, heading: str) -> None:
+        self.ledger, self.heading, self.outer = ledger, heading, ""
+
+    def __enter__(self) -> None:
+        self.outer = self.ledger.now(self.heading)
+
+    def __exit__(self, *exc: object) -> None:
+        self.ledger.now(self.outer)
+
+
 def _without_none(value: object) -> object:
+    """The value as JSON takes it, every None in a dict left out: a record or a backend as the
+    dict of its fields (asdict, without its deep copy: json.dumps reads, and a link logs a
+    backend record a module)."""
+    if isinstance(value, (Record, Backend)):
+        value = vars(value)
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):

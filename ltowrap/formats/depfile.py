@@ -23,6 +23,8 @@ def read(path: str) -> list[str] | None:
 
 
 def _unescape(name: str) -> str:
+    if "\\" not in name and "$" not in name:  # most names: nothing escaped
+        return name
     out = []
     i = 0
     while i < len(name):
