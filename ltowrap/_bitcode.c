@@ -920,25 +920,34 @@ typedef struct {
     int (*block_count_read)(void *ctx, int *answer);
 } bc_shard_env;
 
-static void bc_put(bc_text *t, const void *s, size_t n) {
-    if (t->failed || n == 0)
-        return;
-    if (n > t->cap - t->n) {
-        if (n > SIZE_MAX / 4 - t->n) {
-            t->failed = 1;
-            return;
-        }
-        size_t need = t->n + n, cap = t->cap ? t->cap : 256;
-        while (cap < need)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->failed = 1;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
+/* Room for n more bytes in t: 0, or -1 (and `failed` set) when there is none. */
+static int bc_room(bc_text *t, size_t n) {
+    if (t->failed)
+        return -1;
+    if (n <= t->cap - t->n)
+        return 0;
+    if (n > SIZE_MAX / 4 - t->n) {
+        t->failed = 1;
+        return -1;
     }
+    size_t need = t->n + n, cap = t->cap ? t->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    char *p = realloc(t->p, cap);
+    if (!p) {
+        t->failed = 1;
+        return -1;
+    }
+    t->p = p;
+    t->cap = cap;
+    return 0;
+}
+
+/* The text's hot path (a shard's text is tens of kilobytes of short pieces): the room
+   checked inline, grown out of line. */
+static inline void bc_put(bc_text *t, const void *s, size_t n) {
+    if (n == 0 || (n > t->cap - t->n && bc_room(t, n)) || t->failed)
+        return;
     memcpy(t->p + t->n, s, n);
     t->n += n;
 }
@@ -947,13 +956,25 @@ static void bc_puts(bc_text *t, const char *s) {
     bc_put(t, s, strlen(s));
 }
 
+/* x in decimal, two digits a step. */
 static void bc_putu(bc_text *t, uint64_t x) {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
     char b[20];
     size_t i = sizeof b;
-    do {
-        b[--i] = (char)('0' + x % 10);
-        x /= 10;
-    } while (x);
+    while (x >= 100) {
+        unsigned r = (unsigned)(x % 100);
+        x /= 100;
+        b[--i] = pairs[2 * r + 1];
+        b[--i] = pairs[2 * r];
+    }
+    if (x >= 10) {
+        b[--i] = pairs[2 * x + 1];
+        b[--i] = pairs[2 * x];
+    } else {
+        b[--i] = (char)('0' + x);
+    }
     bc_put(t, b + i, sizeof b - i);
 }
 
