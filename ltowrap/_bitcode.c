@@ -1069,6 +1069,29 @@ typedef struct {
     uint64_t modid, rank;
 } bc_rank;
 
+/* Why a read of a shard's text or of a module's facts stopped: BadBitcode's message (BC_BAD),
+   or why what it reads cannot be told (BC_UNKNOWN: a summary block that goes in raw, an
+   interface that is not known). */
+typedef struct {
+    bc_text why;
+    char message[96];
+} bc_fault;
+
+static int bc_bad(bc_fault *f, const char *msg) {
+    snprintf(f->message, sizeof f->message, "%s", msg);
+    return BC_BAD;
+}
+
+/* BC_UNKNOWN, `why` made of before, the number *x (if x), after. */
+static int bc_why(bc_fault *f, const char *before, const uint64_t *x, const char *after) {
+    f->why.n = 0;
+    bc_puts(&f->why, before);
+    if (x)
+        bc_putu(&f->why, *x);
+    bc_puts(&f->why, after);
+    return BC_UNKNOWN;
+}
+
 /* A summary's canonical text (in bc_shard.groups_text) and its place in the order. */
 typedef struct {
     uint64_t guid, rank;
@@ -1080,8 +1103,7 @@ typedef struct {
     const uint64_t *v;
     const bc_shard_tables *tables;
     const bc_shard_env *env;
-    bc_text why;      /* a summary block's reason to go in raw (BC_UNKNOWN) */
-    char message[96]; /* BadBitcode's (BC_BAD) */
+    bc_fault fault; /* why: a summary block's reason to go in raw */
     /* the MODULE_STRTAB of the module block being read */
     bc_entry *entries;
     size_t nentries, capentries;
@@ -1092,19 +1114,6 @@ typedef struct {
     size_t self_rank;
 } bc_shard;
 
-static int bc_shard_bad(bc_shard *s, const char *msg) {
-    snprintf(s->message, sizeof s->message, "%s", msg);
-    return BC_BAD;
-}
-
-static int bc_unknown(bc_shard *s, const char *before, const uint64_t *x, const char *after) {
-    s->why.n = 0;
-    bc_puts(&s->why, before);
-    if (x)
-        bc_putu(&s->why, *x);
-    bc_puts(&s->why, after);
-    return BC_UNKNOWN;
-}
 
 static int bc_cmp_entry(const void *a, const void *b) {
     const bc_entry *x = a, *y = b;
@@ -1197,7 +1206,7 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
             e->order = s->nentries++;
             for (size_t k = 0; k < n - 2; k++) {
                 if (v[i + 3 + k] > 255)
-                    return bc_shard_bad(s, "a character above 255 in a string");
+                    return bc_bad(&s->fault, "a character above 255 in a string");
                 char c = (char)v[i + 3 + k];
                 bc_put(&s->paths, &c, 1);
             }
@@ -1246,7 +1255,7 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
     for (size_t r = 1; r < n; r++)
         if (s->ranks[r].modid == s->ranks[r - 1].modid) {
             free(by_hash);
-            return bc_shard_bad(s, "two modules with one id");
+            return bc_bad(&s->fault, "two modules with one id");
         }
     /* A hash shared by two entries: its modules go in by their bytes. */
     if (n)
@@ -1297,7 +1306,7 @@ static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
 static int bc_put_value(bc_shard *s, const bc_guids *m, uint64_t vid, bc_text *t) {
     uint64_t g;
     if (bc_guid_of(m, vid, &g))
-        return bc_unknown(s, "value id ", &vid, " without a GUID");
+        return bc_why(&s->fault, "value id ", &vid, " without a GUID");
     bc_put(t, "@", 1);
     bc_putu(t, g);
     return BC_OK;
@@ -1307,7 +1316,7 @@ static int bc_put_value(bc_shard *s, const bc_guids *m, uint64_t vid, bc_text *t
 static int bc_put_module(bc_shard *s, uint64_t modid, bc_text *t) {
     uint64_t r;
     if (bc_rank_of(s, modid, &r))
-        return bc_unknown(s, "module id ", &modid, " not in MODULE_STRTAB");
+        return bc_why(&s->fault, "module id ", &modid, " not in MODULE_STRTAB");
     bc_put(t, "^", 1);
     bc_putu(t, r);
     return BC_OK;
@@ -1328,13 +1337,13 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
     uint64_t code = r[0];
     if (code == FS_COMBINED || code == FS_COMBINED_PROFILE) {
         if (n < 10 || r[7] > n - 10)
-            return bc_unknown(s, "short function record", NULL, "");
+            return bc_why(&s->fault, "short function record", NULL, "");
         const uint64_t *refs = r + 10, *calls = r + 10 + r[7];
         size_t nrefs = (size_t)r[7], ncalls = n - 10 - nrefs;
         edges->n = 0;
         if (code == FS_COMBINED_PROFILE) {
             if (ncalls % 2)
-                return bc_unknown(s, "odd call list", NULL, "");
+                return bc_why(&s->fault, "odd call list", NULL, "");
             for (size_t k = 0; k < ncalls; k += 2) {
                 if (k)
                     bc_put(edges, " ", 1);
@@ -1361,7 +1370,7 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
         bc_put(t, edges->p, edges->n);
     } else if (code == FS_COMBINED_VAR) {
         if (n < 5)
-            return bc_unknown(s, "short variable record", NULL, "");
+            return bc_why(&s->fault, "short variable record", NULL, "");
         bc_puts(t, "var ");
         CHECK(bc_put_value(s, m, r[1], t));
         bc_put(t, " ", 1);
@@ -1372,7 +1381,7 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
         CHECK(bc_put_values(s, m, r + 5, n - 5, t));
     } else if (code == FS_COMBINED_ALIAS) {
         if (n != 5)
-            return bc_unknown(s, "alias record layout", NULL, "");
+            return bc_why(&s->fault, "alias record layout", NULL, "");
         bc_puts(t, "alias ");
         CHECK(bc_put_value(s, m, r[1], t));
         bc_put(t, " ", 1);
@@ -1385,7 +1394,7 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
         else
             bc_puts(t, "none");
     } else {
-        return bc_unknown(s, "record ", &code, "");
+        return bc_why(&s->fault, "record ", &code, "");
     }
     return BC_OK;
 }
@@ -1415,7 +1424,7 @@ static void bc_summary_state_free(bc_summary_state *u) {
 
 /* _Summaries and its lines(): the summary block at b as its canonical lines appended to out, and
    in *full (when the version says which) the ranks of the modules the backend imports
-   definitions from. BC_UNKNOWN, s->why saying why, for a block that goes in raw. */
+   definitions from. BC_UNKNOWN, s->fault.why saying why, for a block that goes in raw. */
 static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text *out, unsigned char **full) {
     const uint64_t *v = s->v;
     const bc_shard_tables *tb = s->tables;
@@ -1423,7 +1432,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
     uint64_t version = 0;
     BC_CHILDREN(v, b, i) {
         if (BC_IS_BEGIN(v, i))
-            return bc_unknown(s, "block ", &v[i + 1], "");
+            return bc_why(&s->fault, "block ", &v[i + 1], "");
     }
     BC_CHILDREN(v, b, i) {
         nguids += v[i + 1] == FS_VALUE_GUID;
@@ -1433,17 +1442,17 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         }
     }
     if (nversions != 1 || !bc_in(&tb->known, version)) { /* "summary version [a, b]", a Python list */
-        s->why.n = 0;
-        bc_puts(&s->why, "summary version [");
+        s->fault.why.n = 0;
+        bc_puts(&s->fault.why, "summary version [");
         size_t k = 0;
         BC_CHILDREN(v, b, i) {
             if (v[i + 1] == FS_VERSION && BC_COUNT(v, i) == 2) {
                 if (k++)
-                    bc_puts(&s->why, ", ");
-                bc_putu(&s->why, v[i + 2]);
+                    bc_puts(&s->fault.why, ", ");
+                bc_putu(&s->fault.why, v[i + 2]);
             }
         }
-        bc_puts(&s->why, "]");
+        bc_puts(&s->fault.why, "]");
         return BC_UNKNOWN;
     }
     /* _guids: the first record that is refused says why, a bad layout or a value id given twice
@@ -1482,9 +1491,9 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         if (u->guids.v[j].vid == u->guids.v[j - 1].vid && u->guids.v[j].at < twice)
             twice = u->guids.v[j].at;
     if (twice < bad_layout)
-        return bc_unknown(s, "value id given twice", NULL, "");
+        return bc_why(&s->fault, "value id given twice", NULL, "");
     if (bad_layout != SIZE_MAX)
-        return bc_unknown(s, "VALUE_GUID layout", NULL, "");
+        return bc_why(&s->fault, "VALUE_GUID layout", NULL, "");
     u->guids.n = ng;
     for (size_t j = 0; j < ng; j++)
         u->sorted[j] = u->guids.v[j].guid;
@@ -1492,7 +1501,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         qsort(u->sorted, ng, sizeof(uint64_t), bc_cmp_u64s);
     for (size_t j = 1; j < ng; j++)
         if (u->sorted[j] == u->sorted[j - 1])
-            return bc_unknown(s, "a GUID under two value ids", NULL, "");
+            return bc_why(&s->fault, "a GUID under two value ids", NULL, "");
     /* lines() */
     int last_is_group = 0; /* the record before this one made the last summary */
     BC_CHILDREN(v, b, i) {
@@ -1522,7 +1531,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
             bc_put(&u->plain, "\n", 1);
         } else if (code == FS_ORIGINAL_NAME) {
             if (!u->ngroups || !last_is_group || n != 2 || u->prefix.n)
-                return bc_unknown(s, "an original name that does not follow a summary", NULL, "");
+                return bc_why(&s->fault, "an original name that does not follow a summary", NULL, "");
             /* the last summary's text is the tail of groups_text */
             size_t at = u->groups_text.n;
             bc_puts(&u->groups_text, "\n  origname ");
@@ -1530,7 +1539,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
             u->groups[u->ngroups - 1].n += u->groups_text.n - at;
         } else {
             if (u->prefix.n && code != FS_COMBINED && code != FS_COMBINED_PROFILE)
-                return bc_unknown(s, "type tests before a record that is not a function's", NULL, "");
+                return bc_why(&s->fault, "type tests before a record that is not a function's", NULL, "");
             void *grown = u->groups;
             if (bc_grow(&grown, u->ngroups, &u->capgroups, sizeof(bc_group), 64))
                 return BC_NOMEM;
@@ -1552,7 +1561,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         last_is_group = 0;
     }
     if (u->prefix.n)
-        return bc_unknown(s, "type tests at the end of the block", NULL, "");
+        return bc_why(&s->fault, "type tests at the end of the block", NULL, "");
     if (u->groups_text.failed || u->plain.failed || u->prefix.failed || u->edges.failed)
         return BC_NOMEM;
     for (size_t k = 0; k < u->ngroups; k++)
@@ -1606,7 +1615,7 @@ static int bc_module_block(bc_shard *s, size_t b, const uint8_t *own, size_t now
         }
     }
     if (nstrtabs != 1) {
-        snprintf(s->message, sizeof s->message, "%zu MODULE_STRTAB blocks", nstrtabs);
+        snprintf(s->fault.message, sizeof s->fault.message, "%zu MODULE_STRTAB blocks", nstrtabs);
         return BC_BAD;
     }
     bc_text raw = {0}, body = {0};
@@ -1625,19 +1634,19 @@ static int bc_module_block(bc_shard *s, size_t b, const uint8_t *own, size_t now
             at = body.n;
         } else if (v[i + 1] == BC_SUMMARY) {
             if (summaries++) {
-                e = bc_shard_bad(s, "two summary blocks");
+                e = bc_bad(&s->fault, "two summary blocks");
                 goto done;
             }
             e = bc_summaries(s, i, &body, &full);
             if (e == BC_UNKNOWN) { /* raw, numbering and all; module ids with their ranks */
                 free(full);
                 full = NULL;
-                if (s->why.failed) {
+                if (s->fault.why.failed) {
                     e = BC_NOMEM;
                     goto done;
                 }
                 bc_puts(&body, "summaries raw (");
-                bc_put(&body, s->why.p, s->why.n);
+                bc_put(&body, s->fault.why.p, s->fault.why.n);
                 bc_puts(&body, ")\nmodids ");
                 for (size_t k = 0; k < s->nentries; k++) {
                     if (k)
@@ -1732,14 +1741,14 @@ static int bc_shard_text(bc_u64s *ev, const bc_shard_tables *tables, const bc_sh
         }
     }
     if (!e && found != 1) {
-        snprintf(s.message, sizeof s.message, "%zu MODULE_BLOCKs in an index shard", found);
+        snprintf(s.fault.message, sizeof s.fault.message, "%zu MODULE_BLOCKs in an index shard", found);
         e = BC_BAD;
     }
     if (!e && out->failed)
         e = BC_NOMEM;
     if (e == BC_BAD)
-        snprintf(error, error_size, "%s", s.message);
-    bc_text_free(&s.why);
+        snprintf(error, error_size, "%s", s.fault.message);
+    bc_text_free(&s.fault.why);
     bc_shard_modules_free(&s);
     return e;
 }
@@ -1851,24 +1860,10 @@ typedef struct {
     size_t n;
     const bc_facts_tables *tb;
     bc_codes md_known, md_debug, md_no_id; /* tb's */
-    bc_text why;      /* interface._Unknown's message (BC_UNKNOWN) */
-    char message[96]; /* BadBitcode's (BC_BAD) */
-    uint64_t steps;   /* left to reaches_named */
+    bc_fault fault; /* why: interface._Unknown's message */
+    uint64_t steps; /* left to reaches_named */
 } bc_mf;
 
-static int bc_mf_bad(bc_mf *f, const char *msg) {
-    snprintf(f->message, sizeof f->message, "%s", msg);
-    return BC_BAD;
-}
-
-static int bc_mf_why(bc_mf *f, const char *before, const uint64_t *x, const char *after) {
-    f->why.n = 0;
-    bc_puts(&f->why, before);
-    if (x)
-        bc_putu(&f->why, *x);
-    bc_puts(&f->why, after);
-    return BC_UNKNOWN;
-}
 
 /* bitcode.record_bytes: the fields w[0:n] as bytes appended to t; BadBitcode for one above 255. */
 static int bc_mf_bytes(bc_mf *f, const uint64_t *w, size_t n, bc_text *t) {
@@ -1876,7 +1871,7 @@ static int bc_mf_bytes(bc_mf *f, const uint64_t *w, size_t n, bc_text *t) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (w[i] > 255)
-            return bc_mf_bad(f, "a character above 255 in a string");
+            return bc_bad(&f->fault, "a character above 255 in a string");
         buf[k++] = (char)w[i];
         if (k == sizeof buf) {
             bc_put(t, buf, k);
@@ -1956,10 +1951,10 @@ static int bc_md_strings(bc_mf *f, uint64_t count, uint64_t offset, const uint8_
     *out = NULL;
     *nout = 0;
     if (offset > n)
-        return bc_mf_bad(f, "bad METADATA_STRINGS offset");
+        return bc_bad(&f->fault, "bad METADATA_STRINGS offset");
     uint64_t end = 8 * offset;
     if (count > end / 6)
-        return bc_mf_bad(f, "read past the end");
+        return bc_bad(&f->fault, "read past the end");
     bc_span *spans = malloc((count ? (size_t)count : 1) * sizeof(bc_span));
     if (!spans)
         return BC_NOMEM;
@@ -1970,7 +1965,7 @@ static int bc_md_strings(bc_mf *f, uint64_t count, uint64_t offset, const uint8_
         for (int first = 1; more; first = 0) {
             if (!first && shift >= 64) {
                 free(spans);
-                return bc_mf_bad(f, "vbr too long");
+                return bc_bad(&f->fault, "vbr too long");
             }
             uint64_t chunk = 0;
             for (int bit = 0; bit < 6; bit++) {
@@ -1988,13 +1983,13 @@ static int bc_md_strings(bc_mf *f, uint64_t count, uint64_t offset, const uint8_
         }
         if (over) {
             free(spans);
-            return bc_mf_bad(f, "vbr too long");
+            return bc_bad(&f->fault, "vbr too long");
         }
         spans[k].n = (size_t)(value > n ? (uint64_t)n + 1 : value); /* past the blob either way */
     }
     if (pos > end) {
         free(spans);
-        return bc_mf_bad(f, "read past the end");
+        return bc_bad(&f->fault, "read past the end");
     }
     uint64_t at = offset;
     for (uint64_t k = 0; k < count; k++) {
@@ -2002,7 +1997,7 @@ static int bc_md_strings(bc_mf *f, uint64_t count, uint64_t offset, const uint8_
         at += spans[k].n;
         if (at > n) {
             free(spans);
-            return bc_mf_bad(f, "METADATA_STRINGS runs past its blob");
+            return bc_bad(&f->fault, "METADATA_STRINGS runs past its blob");
         }
     }
     *out = spans;
@@ -2052,7 +2047,7 @@ static int bc_asm_constants(bc_mf *f, size_t b, bc_facts_out *o) {
         uint64_t nf = BC_COUNT(v, i) - 1, at = tb->asm_at[k];
         /* BitcodeReader::parseConstants: the asm string, then the constraints' length and string. */
         if (at >= nf || fields[at] >= nf - at - 1 || fields[at + 1 + fields[at]] > nf - at - 2 - fields[at])
-            return bc_mf_bad(f, "bad INLINEASM record");
+            return bc_bad(&f->fault, "bad INLINEASM record");
         CHECK(bc_string_fact(f, o, FACT_TEMPLATE, fields + at + 1, (size_t)fields[at]));
     }
     return BC_OK;
@@ -2076,7 +2071,7 @@ static int bc_asm_of(bc_mf *f, bc_facts_out *o) {
                 } else if (v[j + 1] == BC_FUNCTION) {
                     size_t first = j + 6, end = (size_t)v[j + 3] - 1;
                     if (first >= end || BC_IS_BEGIN(v, first) || v[first + 1] != FUNC_DECLAREBLOCKS)
-                        return bc_mf_bad(f, "a function block that does not start with DECLAREBLOCKS");
+                        return bc_bad(&f->fault, "a function block that does not start with DECLAREBLOCKS");
                     size_t second = bc_next(v, first);
                     if (second < end && BC_IS_BEGIN(v, second) && v[second + 1] == BC_CONSTANTS)
                         CHECK(bc_asm_constants(f, second, o));
@@ -2093,7 +2088,7 @@ static int bc_asm_of(bc_mf *f, bc_facts_out *o) {
         }
     }
     if (!modules)
-        return bc_mf_bad(f, "no module");
+        return bc_bad(&f->fault, "no module");
     return has_strtab ? bc_add_fact(o, FACT_STRTAB, strtab_at, strtab_n, 0) : BC_OK;
 }
 
@@ -2154,7 +2149,7 @@ static size_t bc_md_get(const bc_md_nodes *m, uint64_t id) {
 }
 
 static int bc_not_found(bc_mf *f, uint64_t md) {
-    snprintf(f->message, sizeof f->message, "metadata %llu not found", (unsigned long long)md);
+    snprintf(f->fault.message, sizeof f->fault.message, "metadata %llu not found", (unsigned long long)md);
     return BC_BAD;
 }
 
@@ -2172,12 +2167,12 @@ static int bc_module_flags_with(bc_mf *f, size_t b, size_t constants, uint64_t g
         uint64_t kind = v[i + 1];
         size_t n = BC_COUNT(v, i);
         if (named && kind != MD_NAMED_NODE)
-            return bc_mf_bad(f, "METADATA_NAME not followed by its node");
+            return bc_bad(&f->fault, "METADATA_NAME not followed by its node");
         if (kind == MD_STRINGS) {
             if (n < 3)
-                return bc_mf_bad(f, "bad METADATA_STRINGS record");
+                return bc_bad(&f->fault, "bad METADATA_STRINGS record");
             if (bc_has_above_255(v + i + 4, n - 3))
-                return bc_mf_bad(f, "a character above 255 in a string");
+                return bc_bad(&f->fault, "a character above 255 in a string");
             free(*blob);
             free(*strings);
             *strings = NULL;
@@ -2187,7 +2182,7 @@ static int bc_module_flags_with(bc_mf *f, size_t b, size_t constants, uint64_t g
             next_id = nstrings;
         } else if (kind == MD_NAME) {
             if (bc_has_above_255(v + i + 2, n - 1))
-                return bc_mf_bad(f, "a character above 255 in a string");
+                return bc_bad(&f->fault, "a character above 255 in a string");
             named = 1;
             is_flags = n - 1 == tb->nmodule_flags;
             for (size_t k = 0; is_flags && k < tb->nmodule_flags; k++)
@@ -2209,12 +2204,12 @@ static int bc_module_flags_with(bc_mf *f, size_t b, size_t constants, uint64_t g
         if (node == SIZE_MAX)
             return bc_not_found(f, md);
         if (v[node + 1] != MD_NODE && v[node + 1] != MD_DISTINCT)
-            return bc_mf_bad(f, "a module flag that is not a node");
+            return bc_bad(&f->fault, "a module flag that is not a node");
         if (BC_COUNT(v, node) != 4)
             continue; /* not {behaviour, name, value} */
         uint64_t name_op = v[node + 3], value_op = v[node + 4]; /* operands are ids + 1 */
         if (name_op == 0 || name_op - 1 >= nstrings)
-            return bc_mf_bad(f, "a module flag whose name is not a string");
+            return bc_bad(&f->fault, "a module flag whose name is not a string");
         /* _integer */
         if (value_op == 0 || value_op - 1 < nstrings)
             continue;
@@ -2245,7 +2240,7 @@ static int bc_facts_of(bc_mf *f, bc_facts_out *o) {
         if (BC_IS_BEGIN(v, i) && v[i + 1] == BC_MODULE)
             module = i;
     if (module == SIZE_MAX)
-        return bc_mf_bad(f, "no module");
+        return bc_bad(&f->fault, "no module");
     size_t constants = SIZE_MAX, metadata = SIZE_MAX, triple = SIZE_MAX;
     uint64_t global_values = 0;
     BC_CHILDREN(v, module, i) {
@@ -2258,11 +2253,11 @@ static int bc_facts_of(bc_mf *f, bc_facts_out *o) {
             }
         } else if (v[i + 1] == MODULE_TRIPLE) {
             if (bc_has_above_255(v + i + 2, BC_COUNT(v, i) - 1))
-                return bc_mf_bad(f, "a character above 255 in a string");
+                return bc_bad(&f->fault, "a character above 255 in a string");
             triple = i;
         } else if (bc_in(&f->tb->global_value_codes, v[i + 1])) {
             if (constants != SIZE_MAX)
-                return bc_mf_bad(f, "a global value after the module's constants");
+                return bc_bad(&f->fault, "a global value after the module's constants");
             global_values++;
         }
     }
@@ -2394,7 +2389,7 @@ static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
     size_t pending_at = 0, pending_n = 0;
     BC_CHILDREN(v, b, i) {
         if (BC_IS_BEGIN(v, i)) {
-            e = bc_mf_why(f, "block ", &v[i + 1], " in TYPE");
+            e = bc_why(&f->fault, "block ", &v[i + 1], " in TYPE");
             goto done;
         }
         const uint64_t *r = v + i + 1;
@@ -2413,7 +2408,7 @@ static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
         if (code != TYPE_STRUCT_ANON && !bc_is_primitive(tb, code, &k) && code != TYPE_OPAQUE &&
             code != TYPE_INTEGER && code != TYPE_ARRAY && code != TYPE_VECTOR && code != TYPE_STRUCT_NAMED &&
             code != TYPE_FUNCTION && code != TYPE_OPAQUE_POINTER && code != TYPE_TARGET) {
-            e = bc_mf_why(f, "type record ", &code, ""); /* typed pointers (8, LLVM < 17) among them */
+            e = bc_why(&f->fault, "type record ", &code, ""); /* typed pointers (8, LLVM < 17) among them */
             goto done;
         }
         size_t tid = t->n++;
@@ -2424,7 +2419,7 @@ static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
         t->cache_n[tid] = 0;
         if (pending) {
             if (code != TYPE_OPAQUE && code != TYPE_STRUCT_NAMED && code != TYPE_TARGET) {
-                e = bc_mf_why(f, "a type name before an unnamed type", NULL, "");
+                e = bc_why(&f->fault, "a type name before an unnamed type", NULL, "");
                 goto done;
             }
             t->name_at[tid] = pending_at;
@@ -2454,7 +2449,7 @@ static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
         }
     }
     if (pending) {
-        e = bc_mf_why(f, "a type name at the end of TYPE", NULL, "");
+        e = bc_why(&f->fault, "a type name at the end of TYPE", NULL, "");
         goto done;
     }
     for (size_t k = 0; k < t->ncreated && !bad_forward; k++) {
@@ -2462,7 +2457,7 @@ static int bc_types_init(bc_mf *f, bc_types *t, size_t b) {
         bad_forward = tid >= t->n || (v[t->rec[tid] + 1] != TYPE_OPAQUE && v[t->rec[tid] + 1] != TYPE_STRUCT_NAMED);
     }
     if (bad_forward)
-        e = bc_mf_why(f, "a forward type reference to what is not a struct", NULL, "");
+        e = bc_why(&f->fault, "a forward type reference to what is not a struct", NULL, "");
 done:
     free(in_created);
     if (!e && t->names.failed)
@@ -2481,7 +2476,7 @@ static int bc_type_body(bc_mf *f, bc_types *t, size_t tid, uint64_t depth, bc_te
         return BC_OK;
     }
     if (n < 2)
-        return bc_mf_why(f, "struct record layout", NULL, "");
+        return bc_why(&f->fault, "struct record layout", NULL, "");
     bc_puts(out, r[1] ? "{packed " : "{");
     for (size_t k = 2; k < n; k++) {
         if (k > 2)
@@ -2508,7 +2503,7 @@ static int bc_type_text(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth, bc_
         return out->failed ? BC_NOMEM : out->n > BC_TEXT_LIMIT ? BC_DEFER : BC_OK;
     }
     if (tid >= t->n || depth > f->tb->max_depth)
-        return bc_mf_why(f, "type id ", &tid, "");
+        return bc_why(&f->fault, "type id ", &tid, "");
     const uint64_t *r = f->v + t->rec[tid] + 1, *fl = r + 1;
     size_t nf = BC_COUNT(f->v, t->rec[tid]) - 1, k, start = out->n;
     uint64_t code = r[0];
@@ -2558,9 +2553,9 @@ static int bc_type_text(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth, bc_
         bc_puts(out, ") ");
         bc_putints(out, fl + 1 + params, nf - 1 - params);
     } else {
-        f->why.n = 0;
-        bc_puts(&f->why, "type record ");
-        bc_putints(&f->why, r, nf + 1);
+        f->fault.why.n = 0;
+        bc_puts(&f->fault.why, "type record ");
+        bc_putints(&f->fault.why, r, nf + 1);
         return BC_UNKNOWN;
     }
     if (out->failed)
@@ -2578,7 +2573,7 @@ static int bc_reaches_named(bc_mf *f, bc_types *t, uint64_t tid, uint64_t depth,
     if (!f->steps--)
         return BC_DEFER;
     if (depth > f->tb->max_depth || tid >= t->n)
-        return bc_mf_why(f, "type id ", &tid, "");
+        return bc_why(&f->fault, "type id ", &tid, "");
     if (t->name_at[tid] != SIZE_MAX) {
         *yes = 1;
         return BC_OK;
@@ -2631,16 +2626,16 @@ static int bc_value_text(bc_mf *f, bc_iface *m, uint64_t vid, bc_text *out) {
     if (vid < m->nglobals) {
         const bc_global *g = &m->globals[vid];
         if (g->linkage == f->tb->appending)
-            return bc_mf_why(f, "metadata names an appending variable", NULL, ""); /* IRMover would link it */
+            return bc_why(&f->fault, "metadata names an appending variable", NULL, ""); /* IRMover would link it */
         bc_global_text(f->tb, m, g, out);
         return BC_OK;
     }
     if (vid - m->nglobals >= m->nconstants)
-        return bc_mf_why(f, "value id ", &vid, "");
+        return bc_why(&f->fault, "value id ", &vid, "");
     const bc_constant *c = &m->constants[vid - m->nglobals];
     const uint64_t *r = f->v + c->rec + 1;
     if (!c->has_type || !bc_in(&f->tb->simple_constants, r[0]))
-        return bc_mf_why(f, "metadata names constant ", r, "");
+        return bc_why(&f->fault, "metadata names constant ", r, "");
     CHECK(bc_type_text(f, &m->types, c->type, 0, out));
     bc_puts(out, " const ");
     bc_putints(out, r, BC_COUNT(f->v, c->rec));
@@ -2695,7 +2690,7 @@ static int bc_md_named(bc_mf *f, const bc_metadata *d, const uint64_t *targets, 
         if (!raw && t == 0)
             continue;
         if ((raw ? t : t - 1) >= d->n)
-            return bc_mf_why(f, "metadata reference past the end", NULL, "");
+            return bc_why(&f->fault, "metadata reference past the end", NULL, "");
     }
     for (size_t k = 0; k < n; k++) {
         if (k)
@@ -2739,16 +2734,16 @@ static int bc_metadata_lines_with(bc_mf *f, bc_iface *m, bc_metadata *d, size_t 
     size_t name = SIZE_MAX;
     BC_CHILDREN(v, b, i) {
         if (BC_IS_BEGIN(v, i))
-            return bc_mf_why(f, "block ", &v[i + 1], " in METADATA");
+            return bc_why(&f->fault, "block ", &v[i + 1], " in METADATA");
         uint64_t code = v[i + 1];
         size_t n = BC_COUNT(v, i);
         if (!bc_codes_in(&f->md_known, code))
-            return bc_mf_why(f, "metadata record ", &code, "");
+            return bc_why(&f->fault, "metadata record ", &code, "");
         if (code == MD_STRINGS) {
             if (n < 3)
                 return BC_DEFER; /* the Python one's IndexError */
             if (bc_has_above_255(v + i + 4, n - 3))
-                return bc_mf_bad(f, "a character above 255 in a string");
+                return bc_bad(&f->fault, "a character above 255 in a string");
             void *grown = d->blobs;
             if (bc_grow(&grown, d->nblobs, &d->capblobs, sizeof(uint8_t *), 4))
                 return BC_NOMEM;
@@ -2772,17 +2767,17 @@ static int bc_metadata_lines_with(bc_mf *f, bc_iface *m, bc_metadata *d, size_t 
             CHECK(bc_md_id_add(d, (bc_md_id){ID_DEBUG, 0, 0, 0}));
         } else if (code == MD_VALUE) {
             if (n != 3)
-                return bc_mf_why(f, "metadata value", NULL, "");
+                return bc_why(&f->fault, "metadata value", NULL, "");
             CHECK(bc_md_id_add(d, (bc_md_id){ID_NODE, i, 0, 0}));
         } else if (code == MD_NODE || code == MD_DISTINCT) {
             CHECK(bc_md_id_add(d, (bc_md_id){ID_NODE, i, 0, 0}));
         } else if (code == MD_NAME) {
             if (bc_has_above_255(v + i + 2, n - 1))
-                return bc_mf_bad(f, "a character above 255 in a string");
+                return bc_bad(&f->fault, "a character above 255 in a string");
             name = i;
         } else if (code == MD_NAMED_NODE || code == MD_KIND) {
             if (code == MD_NAMED_NODE && name == SIZE_MAX)
-                return bc_mf_why(f, "named node without a name", NULL, "");
+                return bc_why(&f->fault, "named node without a name", NULL, "");
             void *grown = d->roots;
             size_t cap = d->caproots;
             if (bc_grow(&grown, d->nroots, &cap, sizeof(size_t), 16))
@@ -2899,7 +2894,7 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
         }
     }
     if (ntypes > 1 || nmetadata > 1)
-        return bc_mf_why(f, "two type tables or metadata blocks", NULL, "");
+        return bc_why(&f->fault, "two type tables or metadata blocks", NULL, "");
     m->globals = malloc((nglobal_records ? nglobal_records : 1) * sizeof(bc_global));
     m->constants = malloc((nconstants ? nconstants : 1) * sizeof(bc_constant));
     if (!m->globals || !m->constants)
@@ -2916,7 +2911,7 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
             if (bc_in(&tb->raw_blocks, v[i + 1])) {
                 bc_block_lines(v, i, 1, kept);
             } else if (!bc_in(&tb->passed_blocks, v[i + 1])) {
-                e = bc_mf_why(f, "block ", &v[i + 1], " in MODULE_BLOCK");
+                e = bc_why(&f->fault, "block ", &v[i + 1], " in MODULE_BLOCK");
                 goto done;
             }
             continue;
@@ -2924,9 +2919,9 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
         uint64_t code = v[i + 1];
         size_t n = BC_COUNT(v, i);
         if (code == MODULE_VERSION && !(n == 2 && v[i + 2] == 2)) {
-            f->why.n = 0;
-            bc_puts(&f->why, "module version "); /* 2: names in the string table */
-            bc_putints(&f->why, v + i + 2, n - 1);
+            f->fault.why.n = 0;
+            bc_puts(&f->fault.why, "module version "); /* 2: names in the string table */
+            bc_putints(&f->fault.why, v + i + 2, n - 1);
             e = BC_UNKNOWN;
             goto done;
         } else if (bc_in(&tb->kept_codes, code)) {
@@ -2936,7 +2931,7 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
         } else if (bc_in(&tb->globals_read, code)) {
             global_at[nglobals++] = i;
         } else if (!bc_in(&tb->dropped_codes, code)) {
-            e = bc_mf_why(f, "module record ", &code, "");
+            e = bc_why(&f->fault, "module record ", &code, "");
             goto done;
         }
     }
@@ -2948,20 +2943,20 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
         size_t n = BC_COUNT(v, global_at[k]);
         uint64_t code = r[0];
         if ((code == MODULE_FUNCTION && n < 18) || (code != MODULE_FUNCTION && n < 7)) {
-            e = bc_mf_why(f, "short global value record ", &code, "");
+            e = bc_why(&f->fault, "short global value record ", &code, "");
             goto done;
         }
         uint64_t offset = r[1], size = r[2], linkage = r[6];
         if (code == MODULE_GLOBALVAR && !(r[4] & 2)) {
-            e = bc_mf_why(f, "a global variable without its value type", NULL, ""); /* before LLVM 3.9 */
+            e = bc_why(&f->fault, "a global variable without its value type", NULL, ""); /* before LLVM 3.9 */
             goto done;
         }
         if (!bc_in(&tb->known_linkages, linkage)) {
-            e = bc_mf_why(f, "linkage ", &linkage, "");
+            e = bc_why(&f->fault, "linkage ", &linkage, "");
             goto done;
         }
         if (size && (!has_strtab || size > nstrtab || offset > nstrtab - size)) {
-            e = bc_mf_why(f, "a name past the string table", NULL, "");
+            e = bc_why(&f->fault, "a name past the string table", NULL, "");
             goto done;
         }
         bc_global *g = &m->globals[m->nglobals++];
@@ -2979,7 +2974,7 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
         uint64_t type = 0;
         BC_CHILDREN(v, i, j) {
             if (BC_IS_BEGIN(v, j)) {
-                e = bc_mf_why(f, "block in CONSTANTS", NULL, "");
+                e = bc_why(&f->fault, "block in CONSTANTS", NULL, "");
                 goto done;
             }
             if (v[j + 1] == CST_SETTYPE) {
@@ -3012,7 +3007,7 @@ static int bc_module_iface_with(bc_mf *f, bc_iface *m, size_t b, const uint8_t *
             continue;
         const uint64_t *r = g->value_type < ty->n ? v + ty->rec[g->value_type] + 1 : NULL;
         if (!r || r[0] != TYPE_ARRAY || BC_COUNT(v, ty->rec[g->value_type]) != 3) {
-            e = bc_mf_why(f, "an appending variable that is not an array", NULL, "");
+            e = bc_why(&f->fault, "an appending variable that is not an array", NULL, "");
             goto done;
         }
         bc_puts(out, "  appending ");
@@ -3101,10 +3096,10 @@ static int bc_interface_lines(bc_mf *f, bc_text *out) {
         imported = SIZE_MAX;
     else if (imported == SIZE_MAX) {
         uint64_t n = nmodules;
-        return bc_mf_why(f, "", &n, " modules, none with a ThinLTO summary");
+        return bc_why(&f->fault, "", &n, " modules, none with a ThinLTO summary");
     }
     if (nstrtabs > 1)
-        return bc_mf_why(f, "two string tables", NULL, "");
+        return bc_why(&f->fault, "two string tables", NULL, "");
     bc_text strtab = {0};
     int has_strtab = strtab_b != SIZE_MAX, e = BC_OK;
     if (has_strtab) {
@@ -3116,7 +3111,7 @@ static int bc_interface_lines(bc_mf *f, bc_text *out) {
             }
         }
         if (blobs != 1)
-            return bc_mf_why(f, "string table layout", NULL, "");
+            return bc_why(&f->fault, "string table layout", NULL, "");
         if ((e = bc_mf_bytes(f, v + blob + 2, BC_COUNT(v, blob) - 1, &strtab)))
             goto done;
     }
@@ -3136,7 +3131,7 @@ static int bc_interface_lines(bc_mf *f, bc_text *out) {
         }
     }
     if (!e && count != 1)
-        e = bc_mf_why(f, "", &count, " modules");
+        e = bc_why(&f->fault, "", &count, " modules");
 done:
     bc_text_free(&strtab);
     return e;
@@ -3187,7 +3182,7 @@ static int bc_module_facts(const uint8_t *data, size_t len, const bc_want *want,
     f.n = ev.n;
     for (size_t i = 0; i < ev.n; i = bc_next(ev.v, i))
         if (!BC_IS_BEGIN(ev.v, i)) {
-            e = bc_mf_bad(&f, "a record at the top level");
+            e = bc_bad(&f.fault, "a record at the top level");
             goto bad;
         }
     if ((e = bc_asm_of(&f, out)) || (e = bc_facts_of(&f, out)))
@@ -3198,13 +3193,13 @@ static int bc_module_facts(const uint8_t *data, size_t len, const bc_want *want,
     bc_put(&out->interface, "\n", 1);
     e = bc_interface_lines(&f, &out->interface);
     if (e == BC_UNKNOWN) { /* the whole module but its bodies, read again */
-        if (f.why.failed) {
+        if (f.fault.why.failed) {
             e = BC_NOMEM;
             goto done;
         }
         out->interface.n = first;
         bc_puts(&out->interface, " whole (");
-        bc_put(&out->interface, f.why.p, f.why.n);
+        bc_put(&out->interface, f.fault.why.p, f.fault.why.n);
         bc_puts(&out->interface, ")\n");
         bc_u64s all = {0};
         e = bc_read(data, len, whole, &all, error, error_size);
@@ -3227,9 +3222,9 @@ static int bc_module_facts(const uint8_t *data, size_t len, const bc_want *want,
     goto done;
 bad:
     if (e == BC_BAD)
-        snprintf(error, error_size, "%s", f.message);
+        snprintf(error, error_size, "%s", f.fault.message);
 done:
-    bc_text_free(&f.why);
+    bc_text_free(&f.fault.why);
     free(ev.v);
     return e;
 }
