@@ -104,15 +104,16 @@ def read_all(fd: int) -> bytes:
 
 
 def read_bytes(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return read_all(fd)
-    finally:
-        os.close(fd)
+    return _read(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
 def read_nofollow(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """The file's bytes; OSError (ELOOP) if `path` is a symlink."""
+    return _read(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _read(path: str, flags: int) -> bytes:
+    fd = os.open(path, flags)
     try:
         return read_all(fd)
     finally:
