@@ -28,8 +28,9 @@ the wait falls back to a timeout, POLL seconds.
 Older ltowrap versions made a claim a file `<kind>-<key>` held with flock(); `sweep` removes
 those its dead holders left. An older and a newer version sharing one cache at once do not
 see each other's claims: each may make an entry the other is making (work done twice, and
-written atomically, so never a wrong result); both still share the slot pool, and each wakes
-the other's waiters, which try again and wait on.
+written atomically, so never a wrong result). Both still share the slot pool; a newer
+version's release also wakes an older one's waiters (they watch the directory), which try
+again and wait on.
 """
 
 from __future__ import annotations
