@@ -15,7 +15,8 @@ Layout under the cache directory (created 0700, files 0600; the names are cached
     r/xx/<digest>       per-module compile options (optrecords.py; the sh entry writes them too): not entries,
                         the arguments NUL-terminated; not trimmed by size
     stats/              counters (stats.py)
-    locks/<host>/       this machine's backend slots and claims on entries being made (locks.py)
+    locks/<host>/       this machine's backend slots (a file each) and claims on entries being made (bytes of
+                        one file, `claims`: locks.py)
     tmp/                per-link working directories
 
 An entry, in one grammar for every kind:
@@ -181,6 +182,8 @@ class Cache:
 
     def close(self) -> None:
         """Let go of the slots and claims this process holds, if it opened them."""
+        if self._claims is not None:
+            self._claims.close()
         if self._locks is not None:
             self._locks.close()
 

@@ -420,6 +420,18 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def own_mounts() -> list[str]:
+    """The prefix that runs a command in a mount namespace of its own (unshare; no root needed).
+
+    Its mounts vanish with it, so a killed test leaves none behind.
+    """
+    ns = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"])]
+    if not have("unshare") or subprocess.run([*ns, "true"], capture_output=True).returncode != 0:
+        missing("a mount namespace of its own (unshare --mount, util-linux)",
+                "util-linux's unshare, and root or unprivileged user namespaces")
+    return ns
+
+
 def open_files(pid: int) -> set[str]:
     """What its file descriptors point at (empty once it is gone)."""
     try:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, have, links, ltowrap_env, run, stats_json, wrapper, write
-from needs import missing
+from helpers import Toolchain, links, ltowrap_env, own_mounts, run, stats_json, wrapper, write
 
 N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o
 
@@ -188,18 +187,6 @@ def test_unwritable_cache_still_links(project, tmp_path, tc22):
     assert "linking without it" in done.stderr
     assert prog_link(tmp_path)["decision"] == "distributed"
     assert output_of(project)
-
-
-def own_mounts() -> list[str]:
-    """The prefix that runs a command in a mount namespace of its own (unshare; no root needed).
-
-    Its mounts vanish with it, so a killed test leaves none behind.
-    """
-    ns = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"])]
-    if not have("unshare") or subprocess.run([*ns, "true"], capture_output=True).returncode != 0:
-        missing("a mount namespace of its own (unshare --mount, util-linux)",
-                "util-linux's unshare, and root or unprivileged user namespaces")
-    return ns
 
 
 # Inside the namespace: mount a tmpfs ($1: its options) on $2, write $3 bytes of filler,

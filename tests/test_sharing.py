@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (backend_pids, compile_all, distributor_pids, have, links, ltowrap_env, make_program, max_overlap,
-                     open_files, parent_pid, run, stats_json, wait_until, wrapper, write)
+                     open_files, own_mounts, parent_pid, run, stats_json, wait_until, wrapper, write)
 from ltowrap import locks
 
 PROGRAMS = ("a", "b", "c")
@@ -148,13 +148,22 @@ def _start_together(project: Path, tmp_path: Path, tc22, objs: list[str], jobs: 
     return procs, held
 
 
+def _locks_on(path: str) -> list[str]:
+    """The locks /proc/locks lists on this file, held or waited for ('->')."""
+    ino = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return [line for line in f if line.split()[-3].endswith(f":{ino}")]
+
+
 def _no_leaks(tmp_path: Path) -> None:
-    """Every slot can be taken, and no claim is left."""
+    """Every slot can be taken, and no claim is left: no file but the slots and `claims`, no lock on `claims`."""
     d = _lock_dir(tmp_path)
     mine = locks.LockDir(d)
     names = os.listdir(d)
-    assert [n for n in names if not n.startswith("slot-")] == [], names
-    assert all(mine.try_lock(n) for n in names)
+    assert [n for n in names if not n.startswith("slot-") and n != locks.CLAIMS] == [], names
+    if locks.CLAIMS in names:
+        assert _locks_on(os.path.join(d, locks.CLAIMS)) == []
+    assert all(mine.try_lock(n) for n in names if n.startswith("slot-"))
     mine.close()
 
 
@@ -208,10 +217,7 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     # The killed link's compile runs on to its end, in its slot.
     wait_until(lambda: not backend_pids(marker), 60, "the killed link's compile ending", every=0.05)
     # The killed link held its thin-link's claim through its backends (thinlink.thin_link): the
-    # file is left, free, as a link killed in its thin-link leaves it, until a sweep removes it.
-    (left,) = [n for n in os.listdir(_lock_dir(tmp_path)) if not n.startswith("slot-")]
-    assert left.startswith("t-")
-    assert locks.sweep(_lock_dir(tmp_path)) == 1
+    # kernel let go of it with the rest, and no file was left.
     _no_leaks(tmp_path)
 
 
@@ -223,9 +229,22 @@ exec {lld} "$@"
 """
 
 
-def _claims_held(pid: int, lock_dir: str) -> set[str]:
-    """The claim files (not slots) a process has open: held, or kept to try again."""
-    return {f for f in open_files(pid) if os.path.dirname(f) == lock_dir and not os.path.basename(f).startswith("slot-")}
+def _found_a_claim_busy(pid: int, lock_dir: str) -> bool:
+    """Has the process found a claim another process holds? Its Waker watches `claims` from then on
+    (its inotify descriptor's fdinfo names the watched inode)."""
+    ino = f"ino:{os.stat(os.path.join(lock_dir, locks.CLAIMS)).st_ino:x} "
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                if any(line.startswith("inotify ") and ino in line for line in f):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def test_a_module_new_to_the_store_is_compiled_once_by_two_links(project, tmp_path, tc22):
@@ -255,9 +274,9 @@ def test_a_module_new_to_the_store_is_compiled_once_by_two_links(project, tmp_pa
                running=procs)
     with open(f"{ld}.go", "w") as go:
         go.write("go\n")
-    # The first, with slot 1 free, comes to that job and tries a claim the second holds.
-    wait_until(lambda: _claims_held(first.pid, lock_dir) & _claims_held(second.pid, lock_dir), 60,
-               "the first link trying the second's claim", running=procs)
+    # The first, with slot 1 free, comes to that job and tries a claim the second holds (the test holds none).
+    wait_until(lambda: _found_a_claim_busy(first.pid, lock_dir), 60, "the first link trying the second's claim",
+               running=procs)
     held.close()
     s = _both_linked(procs, project, expected, tmp_path)
     assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"
@@ -300,8 +319,8 @@ def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, 
                        running=procs)
     first, second = procs
     # The second starts that job early in slot 1, keys it and tries the first's claim on its key.
-    wait_until(lambda: _claims_held(second.pid, lock_dir) & _claims_held(first.pid, lock_dir), 60,
-               "the second link trying the first's claim", running=procs)
+    wait_until(lambda: _found_a_claim_busy(second.pid, lock_dir), 60, "the second link trying the first's claim",
+               running=procs)
     held.close()
     s = _both_linked(procs, project, expected, tmp_path)
     assert s["backend_misses"] == MODULES + 1, "a key was compiled twice"  # and p_extra's
@@ -309,6 +328,7 @@ def test_an_early_compile_whose_key_another_link_holds_stops_and_waits(project, 
 
 # --- identical thin-links -------------------------------------------------------------------------
 
+# Holds a lock file (a slot, or a claim as older versions made it: legacy) until a line comes.
 HOLDER = """
 import sys
 from ltowrap.locks import LockDir
@@ -319,12 +339,30 @@ sys.stdin.readline()
 d.unlock(sys.argv[2], remove=True)
 """
 
+# Holds claim argv[2]-argv[3] until a line comes, lets go of it, and stays until another line comes.
+CLAIM_HOLDER = """
+import sys
+from ltowrap.locks import Claims, LockDir
+c = Claims(LockDir(sys.argv[1]))
+assert c.try_claim(sys.argv[2], sys.argv[3])
+print("held", flush=True)
+sys.stdin.readline()
+c.release(sys.argv[2], sys.argv[3])
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _claim_holder(lock_dir: str, kind: str, key: str) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", CLAIM_HOLDER, lock_dir, kind, key], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
 
 def _lock_waiters(path: str) -> int:
-    """How many processes wait in flock() for this file (/proc/locks lists them with '->')."""
-    ino = os.stat(path).st_ino
-    with open("/proc/locks") as f:
-        return sum(1 for line in f if "->" in line and line.split()[-3].endswith(f":{ino}"))
+    """How many processes wait in the kernel for a lock on this file (/proc/locks lists them with '->')."""
+    return sum(1 for line in _locks_on(path) if "->" in line)
 
 
 @pytest.mark.parametrize("first", ["stored", "died"])
@@ -341,13 +379,10 @@ def test_identical_thinlink_waits_for_the_one_running(project, tmp_path, tc22, f
     (entry,) = [p for p in (_cache(tmp_path) / "t").rglob("*") if p.is_file()]
     saved = entry.read_bytes()
     entry.unlink()  # as if the first thin-link were still running
-    name = f"t-{entry.name}"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, _lock_dir(tmp_path), name], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline() == "held\n"
+    holder = _claim_holder(_lock_dir(tmp_path), "t", entry.name)
     (project / out).unlink()
     second = subprocess.Popen(link, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: _lock_waiters(os.path.join(_lock_dir(tmp_path), name)), 60,
+    wait_until(lambda: _lock_waiters(os.path.join(_lock_dir(tmp_path), locks.CLAIMS)), 60,
                "the second link waiting for the claim", running=[second])
     if first == "stored":
         entry.write_bytes(saved)
@@ -416,7 +451,9 @@ def test_a_compile_keeps_its_slot_after_the_link_is_killed(tmp_path):
         mine.close()
 
 
-def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
+def test_trim_sweeps_the_claim_files_older_versions_left(tmp_path):
+    """Older versions made a claim a file held with flock() (HOLDER holds one as they did): trim
+    removes those of dead processes, leaves a live one's, and leaves `claims` and its claims alone."""
     d = _lock_dir(tmp_path)
     holders = {}
     for name in ("o-dead", "e-dead", "o-alive"):
@@ -426,10 +463,124 @@ def test_trim_sweeps_the_claims_of_dead_processes(tmp_path):
     for name in ("o-dead", "e-dead"):  # a key's claim and a content's (jobs/store.py)
         holders[name].kill()
         holders[name].wait()
-    run([wrapper("ltowrap"), "cache", "trim"], tmp_path)
-    assert sorted(os.listdir(d)) == ["o-alive"]
+    claimant = _claim_holder(d, "o", "alive")
+    try:
+        run([wrapper("ltowrap"), "cache", "trim"], tmp_path)
+        assert sorted(os.listdir(d)) == [locks.CLAIMS, "o-alive"]
+        assert not locks.Claims(locks.LockDir(d)).try_claim("o", "alive")  # still held, by the same file
+    finally:
+        claimant.kill()
     holders["o-alive"].communicate("go\n")
-    assert os.listdir(d) == []
+    assert os.listdir(d) == [locks.CLAIMS]
+
+
+# --- claims: bytes of one file ---------------------------------------------------------------------
+
+
+def test_a_claim_held_is_busy_for_another_process_and_makes_no_file(tmp_path):
+    d = str(tmp_path / "locks")
+    holder = _claim_holder(d, "o", "k")
+    mine = locks.Claims(locks.LockDir(d))
+    try:
+        assert not mine.try_claim("o", "k")
+        assert os.listdir(d) == [locks.CLAIMS]  # the claim is a byte of `claims`, not a file of its own
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == "released\n"
+        assert mine.try_claim("o", "k")
+        assert os.listdir(d) == [locks.CLAIMS]
+    finally:
+        holder.kill()
+        mine.close()
+
+
+@pytest.mark.parametrize("how", ["released", "killed"])
+def test_a_claim_waiter_is_woken_when_the_holder_lets_go_or_dies(tmp_path, how):
+    """The holder stays alive after its release: the wake is the release's, not its exit's."""
+    import select
+
+    d = str(tmp_path / "locks")
+    holder = _claim_holder(d, "o", "k")
+    mine = locks.Claims(locks.LockDir(d))
+    other = locks.Claims(locks.LockDir(d))
+    try:
+        assert not mine.try_claim("o", "k")  # busy: and now the Waker watches `claims`
+        waker = mine.fds()
+        assert waker, "no inotify here: waits would fall back to polling"
+        assert mine.timeout is None
+        # A failed try of another waiter wakes no one.
+        assert not other.try_claim("o", "k")
+        assert select.select(waker, [], [], 0)[0] == []
+        if how == "released":
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline() == "released\n"
+        else:
+            holder.kill()
+            holder.wait()
+        assert select.select(waker, [], [], 30)[0] == waker
+        mine.locks.drain()
+        assert mine.try_claim("o", "k")
+        assert not other.try_claim("o", "k")
+    finally:
+        holder.kill()
+        mine.close()
+        other.close()
+
+
+def test_claims_of_different_keys_do_not_block_each_other(tmp_path):
+    d = str(tmp_path / "locks")
+    holder = _claim_holder(d, "o", "k")
+    mine = locks.Claims(locks.LockDir(d))
+    try:
+        assert mine.try_claim("o", "k2") and mine.try_claim("e", "k")
+        with mine.holding("t", "k") as waited:  # a blocking claim too
+            assert waited is False
+        assert not mine.try_claim("o", "k")
+    finally:
+        holder.kill()
+        mine.close()
+
+
+def test_two_claims_on_one_byte_in_one_process_are_let_go_with_the_last(tmp_path, monkeypatch):
+    """Names that hash to one byte share it within a process: letting go of one keeps the other."""
+    monkeypatch.setattr(locks.Claims, "offset", staticmethod(lambda name: 7))
+    d = str(tmp_path / "locks")
+    mine = locks.Claims(locks.LockDir(d))
+    other = locks.Claims(locks.LockDir(d))  # another open file of `claims`: its locks conflict as another process's
+    try:
+        assert mine.try_claim("o", "a") and mine.try_claim("o", "b")
+        mine.release("o", "a")
+        assert not other.try_claim("o", "c")
+        mine.release("o", "b")
+        assert other.try_claim("o", "c")
+    finally:
+        mine.close()
+        other.close()
+
+
+# Inside a mount namespace: a read-only tmpfs on $1, then the claims tried in a lock directory under it.
+READ_ONLY = """set -e
+mount -t tmpfs -o ro tmpfs "$1"
+exec "$2" -c "$3" "$1"
+"""
+CLAIM_READ_ONLY = """
+import sys
+from ltowrap.locks import Claims, LockDir, directory
+c = Claims(LockDir(directory(sys.argv[1])))
+assert c.try_claim("o", "k") and c.try_claim("o", "k")
+with c.holding("t", "k") as waited:
+    assert waited is False
+c.release("o", "k")
+print("granted")
+"""
+
+
+def test_a_claim_a_read_only_cache_cannot_give_is_granted(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = run([*own_mounts(), "sh", "-c", READ_ONLY, "sh", str(mnt), sys.executable, CLAIM_READ_ONLY], tmp_path)
+    assert done.stdout == "granted\n"
 
 
 def test_two_dtlto_links_at_once_compile_each_key_once(project, tmp_path, tc22):
