@@ -97,6 +97,68 @@ static int bc_push(bc_u64s *a, uint64_t x) {
     return BC_OK;
 }
 
+/* --- sorting ------------------------------------------------------------------------------------
+
+   BC_SORT(name, T, less) defines `static int name(T *a, size_t n)`, which sorts a[0:n] by
+   less(const T *x, const T *y), an inline function: BC_OK, or BC_NOMEM when its scratch of n / 2
+   elements cannot be had. Each call site's order is a strict total order on what it sorts, so any
+   correct sort gives one result, the one the reference's sorted() gives. A merge sort: n log n
+   comparisons at worst, whatever order a stream chooses; insertion sort below BC_SORT_RUN
+   elements; two halves already in order are not merged, so input that is sorted already (the
+   VALUE_GUID records, which LLVM writes in GUID order) costs one pass. The comparison is inlined,
+   where qsort calls a function through a pointer for each. */
+
+#define BC_SORT_RUN 16
+
+#define BC_SORT(name, T, less)                                                                       \
+    static void name##_short(T *a, size_t n) {                                                       \
+        for (size_t i = 1; i < n; i++) {                                                             \
+            T x = a[i];                                                                              \
+            size_t j = i;                                                                            \
+            for (; j > 0 && less(&x, &a[j - 1]); j--)                                                \
+                a[j] = a[j - 1];                                                                     \
+            a[j] = x;                                                                                \
+        }                                                                                            \
+    }                                                                                                \
+    /* a[0:n] sorted, tmp room for n / 2 */                                                          \
+    static void name##_merge(T *a, size_t n, T *tmp) {                                               \
+        if (n <= BC_SORT_RUN) {                                                                      \
+            name##_short(a, n);                                                                      \
+            return;                                                                                  \
+        }                                                                                            \
+        size_t h = n / 2, i = 0, j = h, k = 0;                                                       \
+        name##_merge(a, h, tmp);                                                                     \
+        name##_merge(a + h, n - h, tmp);                                                             \
+        if (!less(&a[h], &a[h - 1]))                                                                 \
+            return;                                                                                  \
+        memcpy(tmp, a, h * sizeof(T)); /* the left half out; merged into a from the front */       \
+        while (i < h && j < n) {                                                                     \
+            if (less(&a[j], &tmp[i]))                                                                \
+                a[k++] = a[j++];                                                                     \
+            else                                                                                     \
+                a[k++] = tmp[i++];                                                                   \
+        }                                                                                            \
+        memcpy(a + k, tmp + i, (h - i) * sizeof(T)); /* what is left of the right half is in place */ \
+    }                                                                                                \
+    static int name(T *a, size_t n) {                                                                \
+        if (n <= BC_SORT_RUN) {                                                                      \
+            name##_short(a, n);                                                                      \
+            return BC_OK;                                                                            \
+        }                                                                                            \
+        T *tmp = malloc(n / 2 * sizeof(T));                                                          \
+        if (!tmp)                                                                                    \
+            return BC_NOMEM;                                                                         \
+        name##_merge(a, n, tmp);                                                                     \
+        free(tmp);                                                                                   \
+        return BC_OK;                                                                                \
+    }
+
+static inline int bc_u64_less(const uint64_t *x, const uint64_t *y) {
+    return *x < *y;
+}
+
+BC_SORT(bc_sort_u64s, uint64_t, bc_u64_less)
+
 /* --- what is wanted ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1115,24 +1177,28 @@ typedef struct {
 } bc_shard;
 
 
-static int bc_cmp_entry(const void *a, const void *b) {
-    const bc_entry *x = a, *y = b;
+/* Entries in path order (bytes, a path before those it begins), one path's in MODULE_STRTAB order. */
+static inline int bc_entry_less(const bc_entry *x, const bc_entry *y) {
     size_t n = x->npath < y->npath ? x->npath : y->npath;
     int c = n ? memcmp(x->paths + x->path, y->paths + y->path, n) : 0;
     if (c)
-        return c;
+        return c < 0;
     if (x->npath != y->npath)
-        return x->npath < y->npath ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+        return x->npath < y->npath;
+    return x->order < y->order;
 }
 
-static int bc_cmp_rank(const void *a, const void *b) {
-    const bc_rank *x = a, *y = b;
-    return x->modid < y->modid ? -1 : x->modid > y->modid;
+BC_SORT(bc_sort_entries, bc_entry, bc_entry_less)
+
+/* By module id (then rank, which no two share: a module id given twice is refused after). */
+static inline int bc_rank_less(const bc_rank *x, const bc_rank *y) {
+    return x->modid != y->modid ? x->modid < y->modid : x->rank < y->rank;
 }
 
-static int bc_cmp_hash(const void *a, const void *b) {
-    const bc_entry *x = *(const bc_entry *const *)a, *y = *(const bc_entry *const *)b;
+BC_SORT(bc_sort_ranks, bc_rank, bc_rank_less)
+
+/* Recorded hashes compared: their lengths, then their words. 0 when equal. */
+static int bc_hash_cmp(const bc_entry *x, const bc_entry *y) {
     if (x->nhash != y->nhash)
         return x->nhash < y->nhash ? -1 : 1;
     for (size_t k = 0; k < x->nhash; k++)
@@ -1141,18 +1207,28 @@ static int bc_cmp_hash(const void *a, const void *b) {
     return 0;
 }
 
-static int bc_cmp_group(const void *a, const void *b) {
-    const bc_group *x = a, *y = b;
+/* By recorded hash, one hash's entries in MODULE_STRTAB order. */
+static inline int bc_hash_less(bc_entry *const *x, bc_entry *const *y) {
+    int c = bc_hash_cmp(*x, *y);
+    return c ? c < 0 : (*x)->order < (*y)->order;
+}
+
+BC_SORT(bc_sort_by_hash, bc_entry *, bc_hash_less)
+
+/* Summaries in (GUID, module rank) order, then by their texts' bytes. */
+static inline int bc_group_less(const bc_group *x, const bc_group *y) {
     if (x->guid != y->guid)
-        return x->guid < y->guid ? -1 : 1;
+        return x->guid < y->guid;
     if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
+        return x->rank < y->rank;
     size_t n = x->n < y->n ? x->n : y->n;
     int c = n ? memcmp(x->text, y->text, n) : 0;
     if (c)
-        return c;
-    return x->n < y->n ? -1 : x->n > y->n;
+        return c < 0;
+    return x->n < y->n;
 }
+
+BC_SORT(bc_sort_groups, bc_group, bc_group_less)
 
 static void bc_shard_modules_free(bc_shard *s) {
     free(s->entries);
@@ -1231,11 +1307,9 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
         s->entries[r].paths = s->paths.p;
         s->entries[r].hashes = s->hashes.v;
     }
-    if (n)
-        qsort(s->entries, n, sizeof(bc_entry), bc_cmp_entry);
     s->ranks = malloc((n ? n : 1) * sizeof(bc_rank));
     bc_entry **by_hash = malloc((n ? n : 1) * sizeof(bc_entry *));
-    if (!s->ranks || !by_hash) {
+    if (!s->ranks || !by_hash || bc_sort_entries(s->entries, n)) {
         free(by_hash);
         return BC_NOMEM;
     }
@@ -1250,18 +1324,22 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
             s->self_rank = r;
         }
     }
-    if (n)
-        qsort(s->ranks, n, sizeof(bc_rank), bc_cmp_rank);
+    if (bc_sort_ranks(s->ranks, n)) {
+        free(by_hash);
+        return BC_NOMEM;
+    }
     for (size_t r = 1; r < n; r++)
         if (s->ranks[r].modid == s->ranks[r - 1].modid) {
             free(by_hash);
             return bc_bad(&s->fault, "two modules with one id");
         }
     /* A hash shared by two entries: its modules go in by their bytes. */
-    if (n)
-        qsort(by_hash, n, sizeof(bc_entry *), bc_cmp_hash);
+    if (bc_sort_by_hash(by_hash, n)) {
+        free(by_hash);
+        return BC_NOMEM;
+    }
     for (size_t r = 1; r < n; r++)
-        if (bc_cmp_hash(&by_hash[r - 1], &by_hash[r]) == 0)
+        if (bc_hash_cmp(by_hash[r - 1], by_hash[r]) == 0)
             by_hash[r - 1]->shared = by_hash[r]->shared = 1;
     free(by_hash);
     return BC_OK;
@@ -1279,12 +1357,12 @@ typedef struct {
     size_t n;
 } bc_guids;
 
-static int bc_cmp_vguid(const void *a, const void *b) {
-    const bc_vguid *x = a, *y = b;
-    if (x->vid != y->vid)
-        return x->vid < y->vid ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
+/* By value id, one value id's records in their order. */
+static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
+    return x->vid != y->vid ? x->vid < y->vid : x->at < y->at;
 }
+
+BC_SORT(bc_sort_vguids, bc_vguid, bc_vguid_less)
 
 static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
     size_t lo = 0, hi = m->n;
@@ -1399,11 +1477,6 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
     return BC_OK;
 }
 
-static int bc_cmp_u64s(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct {
     bc_guids guids;
     uint64_t *sorted; /* the GUIDs, in order */
@@ -1485,8 +1558,8 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         u->guids.v[ng].at = at;
         ng++;
     }
-    if (ng)
-        qsort(u->guids.v, ng, sizeof(bc_vguid), bc_cmp_vguid);
+    if (bc_sort_vguids(u->guids.v, ng))
+        return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
         if (u->guids.v[j].vid == u->guids.v[j - 1].vid && u->guids.v[j].at < twice)
             twice = u->guids.v[j].at;
@@ -1497,8 +1570,8 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
     u->guids.n = ng;
     for (size_t j = 0; j < ng; j++)
         u->sorted[j] = u->guids.v[j].guid;
-    if (ng)
-        qsort(u->sorted, ng, sizeof(uint64_t), bc_cmp_u64s);
+    if (bc_sort_u64s(u->sorted, ng))
+        return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
         if (u->sorted[j] == u->sorted[j - 1])
             return bc_why(&s->fault, "a GUID under two value ids", NULL, "");
@@ -1566,8 +1639,8 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         return BC_NOMEM;
     for (size_t k = 0; k < u->ngroups; k++)
         u->groups[k].text = u->groups_text.p + u->groups[k].at;
-    if (u->ngroups)
-        qsort(u->groups, u->ngroups, sizeof(bc_group), bc_cmp_group);
+    if (bc_sort_groups(u->groups, u->ngroups))
+        return BC_NOMEM;
     bc_puts(out, "summaries v");
     bc_putu(out, version);
     bc_put(out, "\n", 1);
@@ -3286,11 +3359,6 @@ static void bc_py_want_free(bc_py_want *w) {
     free(w->keys);
 }
 
-static int bc_cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A set of ints (any iterable) as a sorted bc_set of what fits in 64 bits. */
 static int bc_set_of(bc_py_want *w, PyObject *iterable, bc_set *set) {
     PyObject *seq = PySequence_Fast(iterable, "Want's sets must be iterable");
@@ -3327,7 +3395,10 @@ static int bc_set_of(bc_py_want *w, PyObject *iterable, bc_set *set) {
             v[k++] = x;
     }
     Py_DECREF(seq);
-    qsort(v, k, sizeof(uint64_t), bc_cmp_u64);
+    if (bc_sort_u64s(v, k)) {
+        PyErr_NoMemory();
+        return -1;
+    }
     size_t m = 0;
     for (size_t i = 0; i < k; i++)
         if (m == 0 || v[m - 1] != v[i])
@@ -3749,7 +3820,10 @@ static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
         if (PyErr_Occurred())
             return -1;
     }
-    qsort(*v, (size_t)n, sizeof(uint64_t), bc_cmp_u64s);
+    if (bc_sort_u64s(*v, (size_t)n)) {
+        PyErr_NoMemory();
+        return -1;
+    }
     set->v = *v;
     set->n = (size_t)n;
     return 0;
