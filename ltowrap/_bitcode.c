@@ -1014,30 +1014,45 @@ static inline void bc_put(bc_text *t, const void *s, size_t n) {
     t->n += n;
 }
 
-static void bc_puts(bc_text *t, const char *s) {
+static inline void bc_puts(bc_text *t, const char *s) {
     bc_put(t, s, strlen(s));
 }
 
-/* x in decimal, two digits a step. */
+/* The number of decimal digits of x: from its bit length, floor(log10(2) * bits) (1233 / 4096 is
+   log10(2) to the bits a uint64_t has), which is the count or one less. */
+static inline unsigned bc_digits(uint64_t x) {
+    static const uint64_t pow10[20] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
+                                       10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+                                       100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+                                       100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+    unsigned bits = 64 - (unsigned)__builtin_clzll(x | 1), t = bits * 1233 >> 12;
+    return t + (x >= pow10[t]) + (x == 0);
+}
+
+/* x in decimal, written in place from its last digit: two digits a step, in 32-bit arithmetic
+   below 10^8 (a GUID, most of the text, takes two 64-bit divisions to get there). */
 static void bc_putu(bc_text *t, uint64_t x) {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
                                 "8081828384858687888990919293949596979899";
-    char b[20];
-    size_t i = sizeof b;
-    while (x >= 100) {
-        unsigned r = (unsigned)(x % 100);
-        x /= 100;
-        b[--i] = pairs[2 * r + 1];
-        b[--i] = pairs[2 * r];
+    unsigned n = bc_digits(x);
+    if ((n > t->cap - t->n && bc_room(t, n)) || t->failed)
+        return;
+    char *p = t->p + t->n + n;
+    t->n += n;
+    while (x >= 100000000) {
+        uint32_t low = (uint32_t)(x % 100000000);
+        x /= 100000000;
+        for (int k = 0; k < 4; k++, low /= 100)
+            memcpy(p -= 2, pairs + 2 * (low % 100), 2);
     }
-    if (x >= 10) {
-        b[--i] = pairs[2 * x + 1];
-        b[--i] = pairs[2 * x];
-    } else {
-        b[--i] = (char)('0' + x);
-    }
-    bc_put(t, b + i, sizeof b - i);
+    uint32_t y = (uint32_t)x;
+    for (; y >= 100; y /= 100)
+        memcpy(p -= 2, pairs + 2 * (y % 100), 2);
+    if (y >= 10)
+        memcpy(p - 2, pairs + 2 * y, 2);
+    else
+        p[-1] = (char)('0' + y);
 }
 
 /* bitcode.ints_text */

@@ -206,6 +206,18 @@ def test_equal_on_large_shards_in_every_order(order):
         assert "summaries raw (a GUID under two value ids)" in both(large_shard(rng, version, order, "guid")[0])
 
 
+def test_numbers_in_decimal_at_every_width():
+    """Each width of a 64-bit number in decimal, at the powers of ten and of two and on either
+    side, in records kept as they are and as GUIDs."""
+    numbers = sorted({n for k in range(20) for n in (10**k - 1, 10**k, 10**k + 1)} |
+                     {n for k in range(65) for n in (2**k - 1, 2**k, 2**k + 1)} - {2**64, 2**64 + 1})
+    guids = [record(16, vid, g >> 32, g & 0xFFFFFFFF) for vid, g in enumerate(numbers, start=1)]
+    shard = stream(block(MODULE, record(1, *numbers), nested(STRTAB, record(1, 0, *b"a.o"), record(2, *numbers)),
+                         nested(SUMMARY, record(10, 12), *guids)))
+    text = both(shard, "a.o")
+    assert "rec 1 0 1 2 3 4 5 7 8 9 10 11 15 16 17 31" in text and f" {2**64 - 1}\n" in text
+
+
 def test_shards_found_by_fuzzing():
     for name, shard in found_by_fuzzing().items():
         assert both(shard, "a.o").startswith(shardkey.FORMAT), name
