@@ -166,18 +166,36 @@ typedef struct {
     size_t n;
 } bc_set;
 
-static int bc_in(const bc_set *s, uint64_t x) {
-    size_t lo = 0, hi = s->n;
+static inline uint64_t bc_id_at(const char *table, size_t size, size_t k) {
+    return *(const uint64_t *)(table + k * size);
+}
+
+/* Where id is in table[0:n]: n elements of `size` bytes whose first member is a uint64_t id, sorted
+   by it, no two with one id. Its index, or n. Ids that run first, first + 1, ... to the last (a
+   shard's value ids, and its module ids from LLVM 19 on) are found by place, others by bisection. */
+static inline size_t bc_find(const void *table, size_t n, size_t size, uint64_t id) {
+    const char *t = table;
+    if (n == 0)
+        return 0;
+    uint64_t first = bc_id_at(t, size, 0);
+    if (bc_id_at(t, size, n - 1) - first == n - 1)
+        return id - first < n ? (size_t)(id - first) : n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid] == x)
-            return 1;
-        if (s->v[mid] < x)
+        uint64_t at = bc_id_at(t, size, mid);
+        if (at == id)
+            return mid;
+        if (at < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return 0;
+    return n;
+}
+
+static int bc_in(const bc_set *s, uint64_t x) {
+    return bc_find(s->v, s->n, sizeof *s->v, x) < s->n;
 }
 
 /* What Want's maps say of one block id (is_top: the top level, TOP_LEVEL). */
@@ -1143,7 +1161,7 @@ typedef struct {
 } bc_entry;
 
 typedef struct {
-    uint64_t modid, rank;
+    uint64_t modid, rank; /* modid first: bc_find */
 } bc_rank;
 
 /* Why a read of a shard's text or of a module's facts stopped: BadBitcode's message (BC_BAD),
@@ -1258,19 +1276,11 @@ static void bc_shard_modules_free(bc_shard *s) {
 
 /* The rank of a module id, or -1. */
 static int bc_rank_of(const bc_shard *s, uint64_t modid, uint64_t *rank) {
-    size_t lo = 0, hi = s->nentries;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->ranks[mid].modid == modid) {
-            *rank = s->ranks[mid].rank;
-            return 0;
-        }
-        if (s->ranks[mid].modid < modid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    size_t k = bc_find(s->ranks, s->nentries, sizeof *s->ranks, modid);
+    if (k == s->nentries)
+        return -1;
+    *rank = s->ranks[k].rank;
+    return 0;
 }
 
 /* _modules: the MODULE_STRTAB at b read into s (entries in path order, ranks, own rank), what it
@@ -1360,10 +1370,10 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
     return BC_OK;
 }
 
-/* Value id -> GUID: (value id, GUID, record index) sorted by value id, looked up by bisection (a
+/* Value id -> GUID: (value id, GUID, record index) sorted by value id, looked up by bc_find (a
    hash table's worst case is a stream's to choose). */
 typedef struct {
-    uint64_t vid, guid;
+    uint64_t vid, guid; /* vid first: bc_find */
     size_t at;
 } bc_vguid;
 
@@ -1380,19 +1390,11 @@ static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
 BC_SORT(bc_sort_vguids, bc_vguid, bc_vguid_less)
 
 static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->v[mid].vid == vid) {
-            *guid = m->v[mid].guid;
-            return 0;
-        }
-        if (m->v[mid].vid < vid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    size_t k = bc_find(m->v, m->n, sizeof *m->v, vid);
+    if (k == m->n)
+        return -1;
+    *guid = m->v[k].guid;
+    return 0;
 }
 
 /* `@<guid>` of a value id (_Summaries._v), or BC_UNKNOWN. */
@@ -1571,7 +1573,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         u->guids.v[ng].vid = v[i + 2];
         u->guids.v[ng].guid = g;
         u->guids.v[ng].at = at;
-        ng++;
+        u->sorted[ng++] = g; /* in record order: LLVM's, which is the GUIDs' */
     }
     if (bc_sort_vguids(u->guids.v, ng))
         return BC_NOMEM;
@@ -1583,8 +1585,6 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
     if (bad_layout != SIZE_MAX)
         return bc_why(&s->fault, "VALUE_GUID layout", NULL, "");
     u->guids.n = ng;
-    for (size_t j = 0; j < ng; j++)
-        u->sorted[j] = u->guids.v[j].guid;
     if (bc_sort_u64s(u->sorted, ng))
         return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
@@ -3818,7 +3818,7 @@ static int bc_py_block_count_read(void *ctx, int *answer) {
     return BC_OK;
 }
 
-/* A tuple of ints as a sorted bc_set (malloc'd into *v). */
+/* A tuple of ints as a bc_set (malloc'd into *v). */
 static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
     if (!PyTuple_Check(tuple)) {
         PyErr_SetString(PyExc_TypeError, "shard tables: versions must be a tuple");
@@ -3839,8 +3839,12 @@ static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
         PyErr_NoMemory();
         return -1;
     }
+    size_t m = 0; /* distinct, as a bc_set is */
+    for (size_t i = 0; i < (size_t)n; i++)
+        if (m == 0 || (*v)[m - 1] != (*v)[i])
+            (*v)[m++] = (*v)[i];
     set->v = *v;
-    set->n = (size_t)n;
+    set->n = m;
     return 0;
 }
 

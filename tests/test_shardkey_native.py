@@ -145,16 +145,17 @@ def test_equal_on_random_summary_records(seed):
 def large_shard(rng: random.Random, version: int, order: str, fault: str | None = None) -> tuple[bytes, list[str]]:
     """A shard of 300 modules, 2000 values and 1500 summaries, each list in `order` (sorted,
     reversed or shuffled, as the compiled text's sorts meet it): paths given twice (the second
-    entry's rank after the first's) or one the start of another, module ids sparse (as LLVM 13 to
-    16 number them), recorded hashes shared, GUIDs given many summaries of one module (their texts
-    decide) and of many; `fault` puts one duplicate far from its twin (a module id, a value id, a
-    GUID)."""
+    entry's rank after the first's) or one the start of another, recorded hashes shared, GUIDs
+    given many summaries of one module (their texts decide) and of many. Module and value ids
+    from 0 and 1 on, as LLVM 19 and 22 number them, for v12; for v9, module ids sparse (as LLVM 13
+    to 16 number them) and value ids too (as none does). `fault` puts one duplicate far from its
+    twin (a module id, a value id, a GUID)."""
     def arrange(items: list, key: Callable) -> list:
         if order == "shuffled":
             return rng.sample(items, len(items))
         return sorted(items, key=key, reverse=order == "reversed")
 
-    modids = rng.sample(range(1200), 300)
+    modids = rng.sample(range(300 if version >= 10 else 1200), 300)
     if fault == "modid":
         modids[-1] = modids[0]
     paths = [f"dir/m{rng.randrange(150)}.o{rng.choice(['', '', '.x'])}".encode() for _ in modids]
@@ -164,7 +165,7 @@ def large_shard(rng: random.Random, version: int, order: str, fault: str | None 
     guids = list(dict.fromkeys(rng.getrandbits(64) >> rng.choice([0, 0, 20, 40]) for _ in range(2100)))[:2000]
     if fault == "guid":
         guids[-1] = guids[0]
-    vids = list(range(1, 2001))
+    vids = list(range(1, 2001)) if version >= 10 else sorted(rng.sample(range(1, 9000), 2000))
     if fault == "vid":
         vids[-1] = vids[0]
     values = arrange(list(zip(guids, vids)), key=lambda v: v[0])
@@ -182,7 +183,7 @@ def large_shard(rng: random.Random, version: int, order: str, fault: str | None 
             fields = (6, vid, modid, flags, rng.randint(0, 3), *rng.choices(vids, k=rng.randint(0, 3)))
         else:
             fields = (8, vid, modid, flags, rng.choice([0, *vids]))
-        summaries.append(((guids[vid - 1], paths[modids.index(modid)]), fields))
+        summaries.append(((guids[vids.index(vid)], paths[modids.index(modid)]), fields))
     summary = [record(10, version), *guid_records,
                *(record(*fields) for _, fields in arrange(summaries, key=lambda s: s[0]))]
     top = block(MODULE, record(1, 2), nested(STRTAB, *strtab), nested(SUMMARY, *summary))
