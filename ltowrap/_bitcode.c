@@ -1047,28 +1047,38 @@ static inline unsigned bc_digits(uint64_t x) {
     return t + (x >= pow10[t]) + (x == 0);
 }
 
-/* x in decimal, written in place from its last digit: two digits a step, in 32-bit arithmetic
-   below 10^8 (a GUID, most of the text, takes two 64-bit divisions to get there). */
+static const char BC_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                               "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
+/* The 8 digits of y < 10^8 at p[0:8], leading zeros and all: its two halves' pairs, which do
+   not wait on each other. */
+static inline void bc_put8(char *p, uint32_t y) {
+    uint32_t high = y / 10000, low = y % 10000;
+    memcpy(p, BC_PAIRS + 2 * (high / 100), 2);
+    memcpy(p + 2, BC_PAIRS + 2 * (high % 100), 2);
+    memcpy(p + 4, BC_PAIRS + 2 * (low / 100), 2);
+    memcpy(p + 6, BC_PAIRS + 2 * (low % 100), 2);
+}
+
+/* x in decimal, written in place from its last digit: 8 digits a step (a GUID, most of the
+   text, takes two), then two a step, in 32-bit arithmetic. */
 static void bc_putu(bc_text *t, uint64_t x) {
-    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                "8081828384858687888990919293949596979899";
     unsigned n = bc_digits(x);
     if ((n > t->cap - t->n && bc_room(t, n)) || t->failed)
         return;
     char *p = t->p + t->n + n;
     t->n += n;
     while (x >= 100000000) {
-        uint32_t low = (uint32_t)(x % 100000000);
-        x /= 100000000;
-        for (int k = 0; k < 4; k++, low /= 100)
-            memcpy(p -= 2, pairs + 2 * (low % 100), 2);
+        uint64_t q = x / 100000000;
+        bc_put8(p -= 8, (uint32_t)(x - q * 100000000));
+        x = q;
     }
     uint32_t y = (uint32_t)x;
     for (; y >= 100; y /= 100)
-        memcpy(p -= 2, pairs + 2 * (y % 100), 2);
+        memcpy(p -= 2, BC_PAIRS + 2 * (y % 100), 2);
     if (y >= 10)
-        memcpy(p - 2, pairs + 2 * y, 2);
+        memcpy(p - 2, BC_PAIRS + 2 * y, 2);
     else
         p[-1] = (char)('0' + y);
 }
