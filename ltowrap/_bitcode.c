@@ -1380,11 +1380,10 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
     return BC_OK;
 }
 
-/* Value id -> GUID: (value id, GUID, record index) sorted by value id, looked up by bc_find (a
-   hash table's worst case is a stream's to choose). */
+/* Value id -> GUID: (value id, GUID) sorted by value id, looked up by bc_find (a hash table's
+   worst case is a stream's to choose). */
 typedef struct {
     uint64_t vid, guid; /* vid first: bc_find */
-    size_t at;
 } bc_vguid;
 
 typedef struct {
@@ -1392,9 +1391,9 @@ typedef struct {
     size_t n;
 } bc_guids;
 
-/* By value id, one value id's records in their order. */
+/* By value id (then GUID: two records of one value id refuse the block, whatever their order). */
 static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
-    return x->vid != y->vid ? x->vid < y->vid : x->at < y->at;
+    return x->vid != y->vid ? x->vid < y->vid : x->guid < y->guid;
 }
 
 BC_SORT(bc_sort_vguids, bc_vguid, bc_vguid_less)
@@ -1556,17 +1555,18 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         return BC_UNKNOWN;
     }
     /* _guids: the first record that is refused says why, a bad layout or a value id given twice
-       (or 0), as the Python loop meets them in order */
+       (or 0), as the Python loop meets them in order. The records are read up to the first of a
+       bad layout: a value id given twice among them comes before it. */
     u->guids.v = malloc((nguids ? nguids : 1) * sizeof(bc_vguid));
     u->sorted = malloc((nguids ? nguids : 1) * sizeof(uint64_t));
     if (!u->guids.v || !u->sorted)
         return BC_NOMEM;
-    size_t ng = 0, bad_layout = SIZE_MAX, twice = SIZE_MAX, k = 0;
-    int split = version >= tb->split_since;
+    size_t ng = 0;
+    int split = version >= tb->split_since, bad_layout = 0, twice = 0;
     BC_CHILDREN(v, b, i) {
         if (v[i + 1] != FS_VALUE_GUID)
             continue;
-        size_t n = BC_COUNT(v, i), at = k++;
+        size_t n = BC_COUNT(v, i);
         uint64_t g;
         if (!split && n == 3) {
             g = v[i + 3];
@@ -1575,24 +1575,21 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
                 return BC_DEFER; /* a GUID above 2**64: Python's ints */
             g = (v[i + 3] << 32) | v[i + 4];
         } else {
-            bad_layout = at;
+            bad_layout = 1;
             break;
         }
-        if (v[i + 2] == 0 && twice == SIZE_MAX)
-            twice = at;
+        twice |= v[i + 2] == 0;
         u->guids.v[ng].vid = v[i + 2];
         u->guids.v[ng].guid = g;
-        u->guids.v[ng].at = at;
         u->sorted[ng++] = g; /* in record order: LLVM's, which is the GUIDs' */
     }
     if (bc_sort_vguids(u->guids.v, ng))
         return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
-        if (u->guids.v[j].vid == u->guids.v[j - 1].vid && u->guids.v[j].at < twice)
-            twice = u->guids.v[j].at;
-    if (twice < bad_layout)
+        twice |= u->guids.v[j].vid == u->guids.v[j - 1].vid;
+    if (twice)
         return bc_why(&s->fault, "value id given twice", NULL, "");
-    if (bad_layout != SIZE_MAX)
+    if (bad_layout)
         return bc_why(&s->fault, "VALUE_GUID layout", NULL, "");
     u->guids.n = ng;
     if (bc_sort_u64s(u->sorted, ng))
