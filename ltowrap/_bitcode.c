@@ -1398,6 +1398,36 @@ static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
 
 BC_SORT(bc_sort_vguids, bc_vguid, bc_vguid_less)
 
+/* v[0:n] sorted by value id: in one pass, each pair put in its id's place, when the ids are
+   first, first + 1, ... each once (as LLVM numbers a shard's values), else by bc_sort_vguids.
+   BC_OK or BC_NOMEM. */
+static int bc_order_vguids(bc_vguid *v, size_t n) {
+    if (n < 2)
+        return BC_OK;
+    uint64_t first = v[0].vid, last = v[0].vid;
+    for (size_t k = 1; k < n; k++) {
+        first = v[k].vid < first ? v[k].vid : first;
+        last = v[k].vid > last ? v[k].vid : last;
+    }
+    if (last - first != n - 1)
+        return bc_sort_vguids(v, n);
+    bc_vguid *to = malloc(n * sizeof *to);
+    unsigned char *seen = calloc(n, 1);
+    int placed = to && seen;
+    for (size_t k = 0; placed && k < n; k++) {
+        size_t at = (size_t)(v[k].vid - first);
+        placed = !seen[at]; /* a value id given twice: some id between is missing */
+        seen[at] = 1;
+        to[at] = v[k];
+    }
+    if (placed)
+        memcpy(v, to, n * sizeof *v);
+    int e = !to || !seen ? BC_NOMEM : placed ? BC_OK : bc_sort_vguids(v, n);
+    free(to);
+    free(seen);
+    return e;
+}
+
 static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
     size_t k = bc_find(m->v, m->n, sizeof *m->v, vid);
     if (k == m->n)
@@ -1583,7 +1613,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         u->guids.v[ng].guid = g;
         u->sorted[ng++] = g; /* in record order: LLVM's, which is the GUIDs' */
     }
-    if (bc_sort_vguids(u->guids.v, ng))
+    if (bc_order_vguids(u->guids.v, ng))
         return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
         twice |= u->guids.v[j].vid == u->guids.v[j - 1].vid;

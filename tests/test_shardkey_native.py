@@ -149,7 +149,7 @@ def large_shard(rng: random.Random, version: int, order: str, fault: str | None 
     given many summaries of one module (their texts decide) and of many. Module and value ids
     from 0 and 1 on, as LLVM 19 and 22 number them, for v12; for v9, module ids sparse (as LLVM 13
     to 16 number them) and value ids too (as none does). `fault` puts one duplicate far from its
-    twin (a module id, a value id, a GUID)."""
+    twin (a module id, a value id, a GUID), or a value id given twice between the first and the last."""
     def arrange(items: list, key: Callable) -> list:
         if order == "shuffled":
             return rng.sample(items, len(items))
@@ -168,6 +168,8 @@ def large_shard(rng: random.Random, version: int, order: str, fault: str | None 
     vids = list(range(1, 2001)) if version >= 10 else sorted(rng.sample(range(1, 9000), 2000))
     if fault == "vid":
         vids[-1] = vids[0]
+    if fault == "vid between":  # the first and last ids kept
+        vids[1000] = vids[1001]
     values = arrange(list(zip(guids, vids)), key=lambda v: v[0])
     guid_records = [record(16, vid, g >> 32, g & 0xFFFFFFFF) if version >= 11 else record(16, vid, g)
                     for g, vid in values]
@@ -203,7 +205,8 @@ def test_equal_on_large_shards_in_every_order(order):
         if version == 12:
             assert " declarations i" in text
         assert both(large_shard(rng, version, order, "modid")[0]) == "BadBitcode: two modules with one id"
-        assert "summaries raw (value id given twice)" in both(large_shard(rng, version, order, "vid")[0])
+        for fault in ("vid", "vid between"):
+            assert "summaries raw (value id given twice)" in both(large_shard(rng, version, order, fault)[0])
         assert "summaries raw (a GUID under two value ids)" in both(large_shard(rng, version, order, "guid")[0])
 
 
