@@ -1133,6 +1133,20 @@ static inline size_t bc_next(const uint64_t *v, size_t i) {
 /* The children of the block whose BEGIN is at b. */
 #define BC_CHILDREN(v, b, i) for (size_t i = (b) + 6, end_##i = (size_t)(v)[(b) + 3] - 1; i < end_##i; i = bc_next(v, i))
 
+/* Room in t, at once, for about the text the block whose BEGIN is at b makes: 4 bytes for a byte
+   of the block (a GUID, 8 bytes in the stream, is up to 20 digits), since each growth of a text
+   copies it. Only a guess: without the room, the text grows as it goes. */
+static void bc_text_expect(bc_text *t, const uint64_t *v, size_t b) {
+    uint64_t bytes = (v[b + 5] - v[b + 4]) / 8;
+    if (t->failed || bytes > (SIZE_MAX / 4 - t->n) / 4 || 4 * bytes <= t->cap - t->n)
+        return;
+    char *p = realloc(t->p, t->n + 4 * (size_t)bytes);
+    if (p) {
+        t->p = p;
+        t->cap = t->n + 4 * (size_t)bytes;
+    }
+}
+
 static void bc_pad(bc_text *t, unsigned depth) {
     for (unsigned k = 0; k < depth; k++)
         bc_put(t, "  ", 2);
@@ -1563,6 +1577,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         if (BC_IS_BEGIN(v, i))
             return bc_why(&s->fault, "block ", &v[i + 1], "");
     }
+    bc_text_expect(&u->groups_text, v, b);
     BC_CHILDREN(v, b, i) {
         nguids += v[i + 1] == FS_VALUE_GUID;
         if (v[i + 1] == FS_VERSION && BC_COUNT(v, i) == 2) {
@@ -1744,6 +1759,8 @@ static int bc_module_block(bc_shard *s, size_t b, const uint8_t *own, size_t now
         return BC_BAD;
     }
     bc_text raw = {0}, body = {0};
+    bc_text_expect(&body, v, b);
+    bc_text_expect(out, v, b);
     unsigned char *full = NULL;
     int e = bc_modules(s, strtab, own, nown, has_own, &raw);
     size_t at = 0; /* where in body the modules' lines go */
@@ -3933,6 +3950,8 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
     bc_u64s events = {0};
     char error[96];
     int e;
+    (void)bc_reserve(&events, (uint64_t)view.len); /* a whole read makes about 2 words for 3 bytes:
+                                                      room at once, since each growth copies them */
     Py_BEGIN_ALLOW_THREADS
     e = bc_read(view.buf, (size_t)view.len, &want, &events, error, sizeof error);
     Py_END_ALLOW_THREADS
