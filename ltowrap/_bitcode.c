@@ -194,7 +194,7 @@ static inline size_t bc_find(const void *table, size_t n, size_t size, uint64_t 
     return n;
 }
 
-static int bc_in(const bc_set *s, uint64_t x) {
+static inline int bc_in(const bc_set *s, uint64_t x) {
     return bc_find(s->v, s->n, sizeof *s->v, x) < s->n;
 }
 
@@ -1255,7 +1255,7 @@ static inline int bc_rank_less(const bc_rank *x, const bc_rank *y) {
 BC_SORT(bc_sort_ranks, bc_rank, bc_rank_less)
 
 /* Recorded hashes compared: their lengths, then their words. 0 when equal. */
-static int bc_hash_cmp(const bc_entry *x, const bc_entry *y) {
+static inline int bc_hash_cmp(const bc_entry *x, const bc_entry *y) {
     if (x->nhash != y->nhash)
         return x->nhash < y->nhash ? -1 : 1;
     for (size_t k = 0; k < x->nhash; k++)
