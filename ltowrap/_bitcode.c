@@ -131,14 +131,15 @@ static int bc_push(bc_u64s *a, uint64_t x) {
         name##_merge(a + h, n - h, tmp);                                                             \
         if (!less(&a[h], &a[h - 1]))                                                                 \
             return;                                                                                  \
-        memcpy(tmp, a, h * sizeof(T)); /* the left half out; merged into a from the front */       \
+        memcpy(tmp, a, h * sizeof(T)); /* the left half out; merged into a from the front */         \
+        /* which side gives the next element is as good as random: chosen without a branch */        \
         while (i < h && j < n) {                                                                     \
-            if (less(&a[j], &tmp[i]))                                                                \
-                a[k++] = a[j++];                                                                     \
-            else                                                                                     \
-                a[k++] = tmp[i++];                                                                   \
+            int right = less(&a[j], &tmp[i]);                                                        \
+            a[k++] = *(right ? &a[j] : &tmp[i]);                                                     \
+            j += right;                                                                              \
+            i += !right;                                                                             \
         }                                                                                            \
-        memcpy(a + k, tmp + i, (h - i) * sizeof(T)); /* what is left of the right half is in place */ \
+        memcpy(a + k, tmp + i, (h - i) * sizeof(T)); /* the left's rest; the right's is in place */  \
     }                                                                                                \
     static int name(T *a, size_t n) {                                                                \
         if (n <= BC_SORT_RUN) {                                                                      \
