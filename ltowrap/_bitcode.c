@@ -454,23 +454,30 @@ static inline int bc_fixed(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     return BC_OK;
 }
 
+/* The value of n-bit VBR chunks from bit *at of a window of 57 bits read, if its last chunk is
+   within them: 1, *out the value and *at past it; else 0. Such a value needs no check: its
+   chunks are in the stream, and it has fewer than 57 bits. */
+static inline int bc_vbr_window(uint64_t window, unsigned n, unsigned *at, uint64_t *out) {
+    uint64_t hi = (uint64_t)1 << (n - 1), value = 0;
+    for (unsigned used = *at, shift = 0; used + n <= 57; used += n, shift += n - 1) {
+        uint64_t chunk = (window >> used) & ((hi << 1) - 1);
+        value |= (chunk & (hi - 1)) << shift;
+        if (!(chunk & hi)) {
+            *at = used + n;
+            *out = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Reader.vbr, 2 <= n <= 32: no chunk starts at bit 64 or above, and the value is below 2**64. */
 static int bc_vbr_chunks(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     uint64_t hi = (uint64_t)1 << (n - 1), value = 0, chunk;
-    unsigned shift = 0;
-    if (bc_has(r, 57)) { /* a value within one window: below bit 57, nothing to check */
-        uint64_t window = bc_peek(c, r->pos);
-        for (unsigned used = 0; used + n <= 57; used += n, shift += n - 1) {
-            chunk = (window >> used) & ((hi << 1) - 1);
-            value |= (chunk & (hi - 1)) << shift;
-            if (!(chunk & hi)) {
-                r->pos += used + n;
-                *out = value;
-                return BC_OK;
-            }
-        }
-        value = 0;
-        shift = 0;
+    unsigned shift = 0, at = 0;
+    if (bc_has(r, 57) && bc_vbr_window(bc_peek(c, r->pos), n, &at, out)) {
+        r->pos += at;
+        return BC_OK;
     }
     for (;;) {
         CHECK(bc_fixed(c, r, n, &chunk));
@@ -551,22 +558,18 @@ static int bc_run(bc_ctx *c, bc_cursor *r, uint64_t n, int kind, uint64_t width)
             v[i] = char6 ? (uint64_t)(unsigned char)BC_CHAR6[x] : x;
         }
     } else {
-        /* One-chunk values cut from one 57-bit window while they last, any other read alone. */
+        /* Values cut from one 57-bit window while they end within it, a value longer than a
+           window read alone. */
         unsigned wd = (unsigned)width;
-        uint64_t hi = (uint64_t)1 << (wd - 1), mask = (hi << 1) - 1, i = 0;
+        uint64_t i = 0;
         while (i < n) {
             if (bc_has(r, 57)) {
                 uint64_t window = bc_peek(c, r->pos);
                 unsigned used = 0;
-                while (i < n && used + wd <= 57) {
-                    uint64_t chunk = (window >> used) & mask;
-                    if (chunk & hi)
-                        break;
-                    v[i++] = chunk;
-                    used += wd;
-                }
+                while (i < n && bc_vbr_window(window, wd, &used, &v[i]))
+                    i++;
                 r->pos += used;
-                if (i == n || used + wd > 57)
+                if (used)
                     continue;
             }
             CHECK(bc_vbr(c, r, wd, &v[i]));
