@@ -97,6 +97,69 @@ static int bc_push(bc_u64s *a, uint64_t x) {
     return BC_OK;
 }
 
+/* --- sorting ------------------------------------------------------------------------------------
+
+   BC_SORT(name, T, less) defines `static int name(T *a, size_t n)`, which sorts a[0:n] by
+   less(const T *x, const T *y), an inline function: BC_OK, or BC_NOMEM when its scratch of n / 2
+   elements cannot be had. Each call site's order is a strict total order on what it sorts, so any
+   correct sort gives one result, the one the reference's sorted() gives. A merge sort: n log n
+   comparisons at worst, whatever order a stream chooses; insertion sort below BC_SORT_RUN
+   elements; two halves already in order are not merged, so input that is sorted already (the
+   VALUE_GUID records, which LLVM writes in GUID order) costs one pass. The comparison is inlined,
+   where qsort calls a function through a pointer for each. */
+
+#define BC_SORT_RUN 16
+
+#define BC_SORT(name, T, less)                                                                       \
+    static void name##_short(T *a, size_t n) {                                                       \
+        for (size_t i = 1; i < n; i++) {                                                             \
+            T x = a[i];                                                                              \
+            size_t j = i;                                                                            \
+            for (; j > 0 && less(&x, &a[j - 1]); j--)                                                \
+                a[j] = a[j - 1];                                                                     \
+            a[j] = x;                                                                                \
+        }                                                                                            \
+    }                                                                                                \
+    /* a[0:n] sorted, tmp room for n / 2 */                                                          \
+    static void name##_merge(T *a, size_t n, T *tmp) {                                               \
+        if (n <= BC_SORT_RUN) {                                                                      \
+            name##_short(a, n);                                                                      \
+            return;                                                                                  \
+        }                                                                                            \
+        size_t h = n / 2, i = 0, j = h, k = 0;                                                       \
+        name##_merge(a, h, tmp);                                                                     \
+        name##_merge(a + h, n - h, tmp);                                                             \
+        if (!less(&a[h], &a[h - 1]))                                                                 \
+            return;                                                                                  \
+        memcpy(tmp, a, h * sizeof(T)); /* the left half out; merged into a from the front */         \
+        /* which side gives the next element is as good as random: chosen without a branch */        \
+        while (i < h && j < n) {                                                                     \
+            int right = less(&a[j], &tmp[i]);                                                        \
+            a[k++] = *(right ? &a[j] : &tmp[i]);                                                     \
+            j += right;                                                                              \
+            i += !right;                                                                             \
+        }                                                                                            \
+        memcpy(a + k, tmp + i, (h - i) * sizeof(T)); /* the left's rest; the right's is in place */  \
+    }                                                                                                \
+    static int name(T *a, size_t n) {                                                                \
+        if (n <= BC_SORT_RUN) {                                                                      \
+            name##_short(a, n);                                                                      \
+            return BC_OK;                                                                            \
+        }                                                                                            \
+        T *tmp = malloc(n / 2 * sizeof(T));                                                          \
+        if (!tmp)                                                                                    \
+            return BC_NOMEM;                                                                         \
+        name##_merge(a, n, tmp);                                                                     \
+        free(tmp);                                                                                   \
+        return BC_OK;                                                                                \
+    }
+
+static inline int bc_u64_less(const uint64_t *x, const uint64_t *y) {
+    return *x < *y;
+}
+
+BC_SORT(bc_sort_u64s, uint64_t, bc_u64_less)
+
 /* --- what is wanted ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -104,18 +167,36 @@ typedef struct {
     size_t n;
 } bc_set;
 
-static int bc_in(const bc_set *s, uint64_t x) {
-    size_t lo = 0, hi = s->n;
+static inline uint64_t bc_id_at(const char *table, size_t size, size_t k) {
+    return *(const uint64_t *)(table + k * size);
+}
+
+/* Where id is in table[0:n]: n elements of `size` bytes whose first member is a uint64_t id, sorted
+   by it, no two with one id. Its index, or n. Ids that run first, first + 1, ... to the last (a
+   shard's value ids, and its module ids from LLVM 19 on) are found by place, others by bisection. */
+static inline size_t bc_find(const void *table, size_t n, size_t size, uint64_t id) {
+    const char *t = table;
+    if (n == 0)
+        return 0;
+    uint64_t first = bc_id_at(t, size, 0);
+    if (bc_id_at(t, size, n - 1) - first == n - 1)
+        return id - first < n ? (size_t)(id - first) : n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid] == x)
-            return 1;
-        if (s->v[mid] < x)
+        uint64_t at = bc_id_at(t, size, mid);
+        if (at == id)
+            return mid;
+        if (at < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return 0;
+    return n;
+}
+
+static inline int bc_in(const bc_set *s, uint64_t x) {
+    return bc_find(s->v, s->n, sizeof *s->v, x) < s->n;
 }
 
 /* What Want's maps say of one block id (is_top: the top level, TOP_LEVEL). */
@@ -373,23 +454,30 @@ static inline int bc_fixed(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     return BC_OK;
 }
 
+/* The value of n-bit VBR chunks from bit *at of a window of 57 bits read, if its last chunk is
+   within them: 1, *out the value and *at past it; else 0. Such a value needs no check: its
+   chunks are in the stream, and it has fewer than 57 bits. */
+static inline int bc_vbr_window(uint64_t window, unsigned n, unsigned *at, uint64_t *out) {
+    uint64_t hi = (uint64_t)1 << (n - 1), value = 0;
+    for (unsigned used = *at, shift = 0; used + n <= 57; used += n, shift += n - 1) {
+        uint64_t chunk = (window >> used) & ((hi << 1) - 1);
+        value |= (chunk & (hi - 1)) << shift;
+        if (!(chunk & hi)) {
+            *at = used + n;
+            *out = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Reader.vbr, 2 <= n <= 32: no chunk starts at bit 64 or above, and the value is below 2**64. */
 static int bc_vbr_chunks(bc_ctx *c, bc_cursor *r, unsigned n, uint64_t *out) {
     uint64_t hi = (uint64_t)1 << (n - 1), value = 0, chunk;
-    unsigned shift = 0;
-    if (bc_has(r, 57)) { /* a value within one window: below bit 57, nothing to check */
-        uint64_t window = bc_peek(c, r->pos);
-        for (unsigned used = 0; used + n <= 57; used += n, shift += n - 1) {
-            chunk = (window >> used) & ((hi << 1) - 1);
-            value |= (chunk & (hi - 1)) << shift;
-            if (!(chunk & hi)) {
-                r->pos += used + n;
-                *out = value;
-                return BC_OK;
-            }
-        }
-        value = 0;
-        shift = 0;
+    unsigned shift = 0, at = 0;
+    if (bc_has(r, 57) && bc_vbr_window(bc_peek(c, r->pos), n, &at, out)) {
+        r->pos += at;
+        return BC_OK;
     }
     for (;;) {
         CHECK(bc_fixed(c, r, n, &chunk));
@@ -470,22 +558,18 @@ static int bc_run(bc_ctx *c, bc_cursor *r, uint64_t n, int kind, uint64_t width)
             v[i] = char6 ? (uint64_t)(unsigned char)BC_CHAR6[x] : x;
         }
     } else {
-        /* One-chunk values cut from one 57-bit window while they last, any other read alone. */
+        /* Values cut from one 57-bit window while they end within it, a value longer than a
+           window read alone. */
         unsigned wd = (unsigned)width;
-        uint64_t hi = (uint64_t)1 << (wd - 1), mask = (hi << 1) - 1, i = 0;
+        uint64_t i = 0;
         while (i < n) {
             if (bc_has(r, 57)) {
                 uint64_t window = bc_peek(c, r->pos);
                 unsigned used = 0;
-                while (i < n && used + wd <= 57) {
-                    uint64_t chunk = (window >> used) & mask;
-                    if (chunk & hi)
-                        break;
-                    v[i++] = chunk;
-                    used += wd;
-                }
+                while (i < n && bc_vbr_window(window, wd, &used, &v[i]))
+                    i++;
                 r->pos += used;
-                if (i == n || used + wd > 57)
+                if (used)
                     continue;
             }
             CHECK(bc_vbr(c, r, wd, &v[i]));
@@ -952,30 +1036,57 @@ static inline void bc_put(bc_text *t, const void *s, size_t n) {
     t->n += n;
 }
 
-static void bc_puts(bc_text *t, const char *s) {
+static inline void bc_puts(bc_text *t, const char *s) {
     bc_put(t, s, strlen(s));
 }
 
-/* x in decimal, two digits a step. */
+/* The number of decimal digits of x: from its bit length, floor(log10(2) * bits) (1233 / 4096 is
+   log10(2) to the bits a uint64_t has), which is the count or one less. */
+static inline unsigned bc_digits(uint64_t x) {
+    static const uint64_t pow10[20] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
+                                       10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+                                       100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+                                       100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+    unsigned bits = 64 - (unsigned)__builtin_clzll(x | 1), t = bits * 1233 >> 12;
+    return t + (x >= pow10[t]) + (x == 0);
+}
+
+static const char BC_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                               "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
+/* The 8 digits of y < 10^8 at p[0:8], leading zeros and all: its two halves' pairs, which do
+   not wait on each other. */
+static inline void bc_put8(char *p, uint32_t y) {
+    uint32_t high = y / 10000, low = y % 10000;
+    memcpy(p, BC_PAIRS + 2 * (high / 100), 2);
+    memcpy(p + 2, BC_PAIRS + 2 * (high % 100), 2);
+    memcpy(p + 4, BC_PAIRS + 2 * (low / 100), 2);
+    memcpy(p + 6, BC_PAIRS + 2 * (low % 100), 2);
+}
+
+/* x in decimal, written in place from its last digit: 8 digits a step (a GUID, most of the
+   text, takes two), then two a step, in 32-bit arithmetic. */
 static void bc_putu(bc_text *t, uint64_t x) {
-    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                "8081828384858687888990919293949596979899";
-    char b[20];
-    size_t i = sizeof b;
-    while (x >= 100) {
-        unsigned r = (unsigned)(x % 100);
-        x /= 100;
-        b[--i] = pairs[2 * r + 1];
-        b[--i] = pairs[2 * r];
+    unsigned n = bc_digits(x);
+    if ((n > t->cap - t->n && bc_room(t, n)) || t->failed)
+        return;
+    char *p = t->p + t->n + n;
+    t->n += n;
+    while (x >= 100000000) {
+        uint64_t q = x / 100000000;
+        bc_put8(p -= 8, (uint32_t)(x - q * 100000000));
+        x = q;
     }
-    if (x >= 10) {
-        b[--i] = pairs[2 * x + 1];
-        b[--i] = pairs[2 * x];
-    } else {
-        b[--i] = (char)('0' + x);
-    }
-    bc_put(t, b + i, sizeof b - i);
+    uint32_t y = (uint32_t)x;
+    for (; y >= 100; y /= 100)
+        memcpy(p -= 2, BC_PAIRS + 2 * (y % 100), 2);
+    /* y < 100, its pair "0y" or two digits: the last digit, then the first at p - 2 when there
+       are two, else the last again. No branch: a GUID is 19 or 20 digits about as often. */
+    const char *pair = BC_PAIRS + 2 * y;
+    int two = y >= 10;
+    p[-1] = pair[1];
+    p[-1 - two] = pair[1 - two];
 }
 
 /* bitcode.ints_text */
@@ -1028,6 +1139,20 @@ static inline size_t bc_next(const uint64_t *v, size_t i) {
 /* The children of the block whose BEGIN is at b. */
 #define BC_CHILDREN(v, b, i) for (size_t i = (b) + 6, end_##i = (size_t)(v)[(b) + 3] - 1; i < end_##i; i = bc_next(v, i))
 
+/* Room in t, at once, for about the text the block whose BEGIN is at b makes: 4 bytes for a byte
+   of the block (a GUID, 8 bytes in the stream, is up to 20 digits), since each growth of a text
+   copies it. Only a guess: without the room, the text grows as it goes. */
+static void bc_text_expect(bc_text *t, const uint64_t *v, size_t b) {
+    uint64_t bytes = (v[b + 5] - v[b + 4]) / 8;
+    if (t->failed || bytes > (SIZE_MAX / 4 - t->n) / 4 || 4 * bytes <= t->cap - t->n)
+        return;
+    char *p = realloc(t->p, t->n + 4 * (size_t)bytes);
+    if (p) {
+        t->p = p;
+        t->cap = t->n + 4 * (size_t)bytes;
+    }
+}
+
 static void bc_pad(bc_text *t, unsigned depth) {
     for (unsigned k = 0; k < depth; k++)
         bc_put(t, "  ", 2);
@@ -1066,7 +1191,7 @@ typedef struct {
 } bc_entry;
 
 typedef struct {
-    uint64_t modid, rank;
+    uint64_t modid, rank; /* modid first: bc_find */
 } bc_rank;
 
 /* Why a read of a shard's text or of a module's facts stopped: BadBitcode's message (BC_BAD),
@@ -1115,24 +1240,28 @@ typedef struct {
 } bc_shard;
 
 
-static int bc_cmp_entry(const void *a, const void *b) {
-    const bc_entry *x = a, *y = b;
+/* Entries in path order (bytes, a path before those it begins), one path's in MODULE_STRTAB order. */
+static inline int bc_entry_less(const bc_entry *x, const bc_entry *y) {
     size_t n = x->npath < y->npath ? x->npath : y->npath;
     int c = n ? memcmp(x->paths + x->path, y->paths + y->path, n) : 0;
     if (c)
-        return c;
+        return c < 0;
     if (x->npath != y->npath)
-        return x->npath < y->npath ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+        return x->npath < y->npath;
+    return x->order < y->order;
 }
 
-static int bc_cmp_rank(const void *a, const void *b) {
-    const bc_rank *x = a, *y = b;
-    return x->modid < y->modid ? -1 : x->modid > y->modid;
+BC_SORT(bc_sort_entries, bc_entry, bc_entry_less)
+
+/* By module id (then rank, which no two share: a module id given twice is refused after). */
+static inline int bc_rank_less(const bc_rank *x, const bc_rank *y) {
+    return x->modid != y->modid ? x->modid < y->modid : x->rank < y->rank;
 }
 
-static int bc_cmp_hash(const void *a, const void *b) {
-    const bc_entry *x = *(const bc_entry *const *)a, *y = *(const bc_entry *const *)b;
+BC_SORT(bc_sort_ranks, bc_rank, bc_rank_less)
+
+/* Recorded hashes compared: their lengths, then their words. 0 when equal. */
+static inline int bc_hash_cmp(const bc_entry *x, const bc_entry *y) {
     if (x->nhash != y->nhash)
         return x->nhash < y->nhash ? -1 : 1;
     for (size_t k = 0; k < x->nhash; k++)
@@ -1141,18 +1270,28 @@ static int bc_cmp_hash(const void *a, const void *b) {
     return 0;
 }
 
-static int bc_cmp_group(const void *a, const void *b) {
-    const bc_group *x = a, *y = b;
+/* By recorded hash, one hash's entries in MODULE_STRTAB order. */
+static inline int bc_hash_less(bc_entry *const *x, bc_entry *const *y) {
+    int c = bc_hash_cmp(*x, *y);
+    return c ? c < 0 : (*x)->order < (*y)->order;
+}
+
+BC_SORT(bc_sort_by_hash, bc_entry *, bc_hash_less)
+
+/* Summaries in (GUID, module rank) order, then by their texts' bytes. */
+static inline int bc_group_less(const bc_group *x, const bc_group *y) {
     if (x->guid != y->guid)
-        return x->guid < y->guid ? -1 : 1;
+        return x->guid < y->guid;
     if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
+        return x->rank < y->rank;
     size_t n = x->n < y->n ? x->n : y->n;
     int c = n ? memcmp(x->text, y->text, n) : 0;
     if (c)
-        return c;
-    return x->n < y->n ? -1 : x->n > y->n;
+        return c < 0;
+    return x->n < y->n;
 }
+
+BC_SORT(bc_sort_groups, bc_group, bc_group_less)
 
 static void bc_shard_modules_free(bc_shard *s) {
     free(s->entries);
@@ -1167,19 +1306,11 @@ static void bc_shard_modules_free(bc_shard *s) {
 
 /* The rank of a module id, or -1. */
 static int bc_rank_of(const bc_shard *s, uint64_t modid, uint64_t *rank) {
-    size_t lo = 0, hi = s->nentries;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->ranks[mid].modid == modid) {
-            *rank = s->ranks[mid].rank;
-            return 0;
-        }
-        if (s->ranks[mid].modid < modid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    size_t k = bc_find(s->ranks, s->nentries, sizeof *s->ranks, modid);
+    if (k == s->nentries)
+        return -1;
+    *rank = s->ranks[k].rank;
+    return 0;
 }
 
 /* _modules: the MODULE_STRTAB at b read into s (entries in path order, ranks, own rank), what it
@@ -1231,11 +1362,9 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
         s->entries[r].paths = s->paths.p;
         s->entries[r].hashes = s->hashes.v;
     }
-    if (n)
-        qsort(s->entries, n, sizeof(bc_entry), bc_cmp_entry);
     s->ranks = malloc((n ? n : 1) * sizeof(bc_rank));
     bc_entry **by_hash = malloc((n ? n : 1) * sizeof(bc_entry *));
-    if (!s->ranks || !by_hash) {
+    if (!s->ranks || !by_hash || bc_sort_entries(s->entries, n)) {
         free(by_hash);
         return BC_NOMEM;
     }
@@ -1250,28 +1379,31 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
             s->self_rank = r;
         }
     }
-    if (n)
-        qsort(s->ranks, n, sizeof(bc_rank), bc_cmp_rank);
+    if (bc_sort_ranks(s->ranks, n)) {
+        free(by_hash);
+        return BC_NOMEM;
+    }
     for (size_t r = 1; r < n; r++)
         if (s->ranks[r].modid == s->ranks[r - 1].modid) {
             free(by_hash);
             return bc_bad(&s->fault, "two modules with one id");
         }
     /* A hash shared by two entries: its modules go in by their bytes. */
-    if (n)
-        qsort(by_hash, n, sizeof(bc_entry *), bc_cmp_hash);
+    if (bc_sort_by_hash(by_hash, n)) {
+        free(by_hash);
+        return BC_NOMEM;
+    }
     for (size_t r = 1; r < n; r++)
-        if (bc_cmp_hash(&by_hash[r - 1], &by_hash[r]) == 0)
+        if (bc_hash_cmp(by_hash[r - 1], by_hash[r]) == 0)
             by_hash[r - 1]->shared = by_hash[r]->shared = 1;
     free(by_hash);
     return BC_OK;
 }
 
-/* Value id -> GUID: (value id, GUID, record index) sorted by value id, looked up by bisection (a
-   hash table's worst case is a stream's to choose). */
+/* Value id -> GUID: (value id, GUID) sorted by value id, looked up by bc_find (a hash table's
+   worst case is a stream's to choose). */
 typedef struct {
-    uint64_t vid, guid;
-    size_t at;
+    uint64_t vid, guid; /* vid first: bc_find */
 } bc_vguid;
 
 typedef struct {
@@ -1279,27 +1411,49 @@ typedef struct {
     size_t n;
 } bc_guids;
 
-static int bc_cmp_vguid(const void *a, const void *b) {
-    const bc_vguid *x = a, *y = b;
-    if (x->vid != y->vid)
-        return x->vid < y->vid ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
+/* By value id (then GUID: two records of one value id refuse the block, whatever their order). */
+static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
+    return x->vid != y->vid ? x->vid < y->vid : x->guid < y->guid;
+}
+
+BC_SORT(bc_sort_vguids, bc_vguid, bc_vguid_less)
+
+/* v[0:n] sorted by value id: in one pass, each pair put in its id's place, when the ids are
+   first, first + 1, ... each once (as LLVM numbers a shard's values), else by bc_sort_vguids.
+   BC_OK or BC_NOMEM. */
+static int bc_order_vguids(bc_vguid *v, size_t n) {
+    if (n < 2)
+        return BC_OK;
+    uint64_t first = v[0].vid, last = v[0].vid;
+    for (size_t k = 1; k < n; k++) {
+        first = v[k].vid < first ? v[k].vid : first;
+        last = v[k].vid > last ? v[k].vid : last;
+    }
+    if (last - first != n - 1)
+        return bc_sort_vguids(v, n);
+    bc_vguid *to = malloc(n * sizeof *to);
+    unsigned char *seen = calloc(n, 1);
+    int placed = to && seen;
+    for (size_t k = 0; placed && k < n; k++) {
+        size_t at = (size_t)(v[k].vid - first);
+        placed = !seen[at]; /* a value id given twice: some id between is missing */
+        seen[at] = 1;
+        to[at] = v[k];
+    }
+    if (placed)
+        memcpy(v, to, n * sizeof *v);
+    int e = !to || !seen ? BC_NOMEM : placed ? BC_OK : bc_sort_vguids(v, n);
+    free(to);
+    free(seen);
+    return e;
 }
 
 static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->v[mid].vid == vid) {
-            *guid = m->v[mid].guid;
-            return 0;
-        }
-        if (m->v[mid].vid < vid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    size_t k = bc_find(m->v, m->n, sizeof *m->v, vid);
+    if (k == m->n)
+        return -1;
+    *guid = m->v[k].guid;
+    return 0;
 }
 
 /* `@<guid>` of a value id (_Summaries._v), or BC_UNKNOWN. */
@@ -1399,11 +1553,6 @@ static int bc_summary(bc_shard *s, const bc_guids *m, const uint64_t *r, size_t 
     return BC_OK;
 }
 
-static int bc_cmp_u64s(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct {
     bc_guids guids;
     uint64_t *sorted; /* the GUIDs, in order */
@@ -1434,6 +1583,7 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         if (BC_IS_BEGIN(v, i))
             return bc_why(&s->fault, "block ", &v[i + 1], "");
     }
+    bc_text_expect(&u->groups_text, v, b);
     BC_CHILDREN(v, b, i) {
         nguids += v[i + 1] == FS_VALUE_GUID;
         if (v[i + 1] == FS_VERSION && BC_COUNT(v, i) == 2) {
@@ -1456,17 +1606,18 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         return BC_UNKNOWN;
     }
     /* _guids: the first record that is refused says why, a bad layout or a value id given twice
-       (or 0), as the Python loop meets them in order */
+       (or 0), as the Python loop meets them in order. The records are read up to the first of a
+       bad layout: a value id given twice among them comes before it. */
     u->guids.v = malloc((nguids ? nguids : 1) * sizeof(bc_vguid));
     u->sorted = malloc((nguids ? nguids : 1) * sizeof(uint64_t));
     if (!u->guids.v || !u->sorted)
         return BC_NOMEM;
-    size_t ng = 0, bad_layout = SIZE_MAX, twice = SIZE_MAX, k = 0;
-    int split = version >= tb->split_since;
+    size_t ng = 0;
+    int split = version >= tb->split_since, bad_layout = 0, twice = 0;
     BC_CHILDREN(v, b, i) {
         if (v[i + 1] != FS_VALUE_GUID)
             continue;
-        size_t n = BC_COUNT(v, i), at = k++;
+        size_t n = BC_COUNT(v, i);
         uint64_t g;
         if (!split && n == 3) {
             g = v[i + 3];
@@ -1475,30 +1626,25 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
                 return BC_DEFER; /* a GUID above 2**64: Python's ints */
             g = (v[i + 3] << 32) | v[i + 4];
         } else {
-            bad_layout = at;
+            bad_layout = 1;
             break;
         }
-        if (v[i + 2] == 0 && twice == SIZE_MAX)
-            twice = at;
+        twice |= v[i + 2] == 0;
         u->guids.v[ng].vid = v[i + 2];
         u->guids.v[ng].guid = g;
-        u->guids.v[ng].at = at;
-        ng++;
+        u->sorted[ng++] = g; /* in record order: LLVM's, which is the GUIDs' */
     }
-    if (ng)
-        qsort(u->guids.v, ng, sizeof(bc_vguid), bc_cmp_vguid);
+    if (bc_order_vguids(u->guids.v, ng))
+        return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
-        if (u->guids.v[j].vid == u->guids.v[j - 1].vid && u->guids.v[j].at < twice)
-            twice = u->guids.v[j].at;
-    if (twice < bad_layout)
+        twice |= u->guids.v[j].vid == u->guids.v[j - 1].vid;
+    if (twice)
         return bc_why(&s->fault, "value id given twice", NULL, "");
-    if (bad_layout != SIZE_MAX)
+    if (bad_layout)
         return bc_why(&s->fault, "VALUE_GUID layout", NULL, "");
     u->guids.n = ng;
-    for (size_t j = 0; j < ng; j++)
-        u->sorted[j] = u->guids.v[j].guid;
-    if (ng)
-        qsort(u->sorted, ng, sizeof(uint64_t), bc_cmp_u64s);
+    if (bc_sort_u64s(u->sorted, ng))
+        return BC_NOMEM;
     for (size_t j = 1; j < ng; j++)
         if (u->sorted[j] == u->sorted[j - 1])
             return bc_why(&s->fault, "a GUID under two value ids", NULL, "");
@@ -1566,8 +1712,8 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
         return BC_NOMEM;
     for (size_t k = 0; k < u->ngroups; k++)
         u->groups[k].text = u->groups_text.p + u->groups[k].at;
-    if (u->ngroups)
-        qsort(u->groups, u->ngroups, sizeof(bc_group), bc_cmp_group);
+    if (bc_sort_groups(u->groups, u->ngroups))
+        return BC_NOMEM;
     bc_puts(out, "summaries v");
     bc_putu(out, version);
     bc_put(out, "\n", 1);
@@ -1619,6 +1765,8 @@ static int bc_module_block(bc_shard *s, size_t b, const uint8_t *own, size_t now
         return BC_BAD;
     }
     bc_text raw = {0}, body = {0};
+    bc_text_expect(&body, v, b);
+    bc_text_expect(out, v, b);
     unsigned char *full = NULL;
     int e = bc_modules(s, strtab, own, nown, has_own, &raw);
     size_t at = 0; /* where in body the modules' lines go */
@@ -3286,11 +3434,6 @@ static void bc_py_want_free(bc_py_want *w) {
     free(w->keys);
 }
 
-static int bc_cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A set of ints (any iterable) as a sorted bc_set of what fits in 64 bits. */
 static int bc_set_of(bc_py_want *w, PyObject *iterable, bc_set *set) {
     PyObject *seq = PySequence_Fast(iterable, "Want's sets must be iterable");
@@ -3327,7 +3470,10 @@ static int bc_set_of(bc_py_want *w, PyObject *iterable, bc_set *set) {
             v[k++] = x;
     }
     Py_DECREF(seq);
-    qsort(v, k, sizeof(uint64_t), bc_cmp_u64);
+    if (bc_sort_u64s(v, k)) {
+        PyErr_NoMemory();
+        return -1;
+    }
     size_t m = 0;
     for (size_t i = 0; i < k; i++)
         if (m == 0 || v[m - 1] != v[i])
@@ -3732,7 +3878,7 @@ static int bc_py_block_count_read(void *ctx, int *answer) {
     return BC_OK;
 }
 
-/* A tuple of ints as a sorted bc_set (malloc'd into *v). */
+/* A tuple of ints as a bc_set (malloc'd into *v). */
 static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
     if (!PyTuple_Check(tuple)) {
         PyErr_SetString(PyExc_TypeError, "shard tables: versions must be a tuple");
@@ -3749,9 +3895,16 @@ static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
         if (PyErr_Occurred())
             return -1;
     }
-    qsort(*v, (size_t)n, sizeof(uint64_t), bc_cmp_u64s);
+    if (bc_sort_u64s(*v, (size_t)n)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t m = 0; /* distinct, as a bc_set is */
+    for (size_t i = 0; i < (size_t)n; i++)
+        if (m == 0 || (*v)[m - 1] != (*v)[i])
+            (*v)[m++] = (*v)[i];
     set->v = *v;
-    set->n = (size_t)n;
+    set->n = m;
     return 0;
 }
 
@@ -3803,6 +3956,8 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
     bc_u64s events = {0};
     char error[96];
     int e;
+    (void)bc_reserve(&events, (uint64_t)view.len); /* a whole read makes about 2 words for 3 bytes:
+                                                      room at once, since each growth copies them */
     Py_BEGIN_ALLOW_THREADS
     e = bc_read(view.buf, (size_t)view.len, &want, &events, error, sizeof error);
     Py_END_ALLOW_THREADS

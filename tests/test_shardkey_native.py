@@ -142,6 +142,86 @@ def test_equal_on_random_summary_records(seed):
     assert any(line.startswith("BadBitcode") for line in seen) and any(line.startswith("OSError") for line in seen)
 
 
+def large_shard(rng: random.Random, version: int, order: str, fault: str | None = None) -> tuple[bytes, list[str]]:
+    """A shard of 300 modules, 2000 values and 1500 summaries, each list in `order` (sorted,
+    reversed or shuffled, as the compiled text's sorts meet it): paths given twice (the second
+    entry's rank after the first's) or one the start of another, recorded hashes shared, GUIDs
+    given many summaries of one module (their texts decide) and of many. Module and value ids
+    from 0 and 1 on, as LLVM 19 and 22 number them, for v12; for v9, module ids sparse (as LLVM 13
+    to 16 number them) and value ids too (as none does). `fault` puts one duplicate far from its
+    twin (a module id, a value id, a GUID), or a value id given twice between the first and the last."""
+    def arrange(items: list, key: Callable) -> list:
+        if order == "shuffled":
+            return rng.sample(items, len(items))
+        return sorted(items, key=key, reverse=order == "reversed")
+
+    modids = rng.sample(range(300 if version >= 10 else 1200), 300)
+    if fault == "modid":
+        modids[-1] = modids[0]
+    paths = [f"dir/m{rng.randrange(150)}.o{rng.choice(['', '', '.x'])}".encode() for _ in modids]
+    entries = arrange(list(zip(paths, modids)), key=lambda e: e[0])
+    strtab = [part for path, modid in entries
+              for part in (record(1, modid, *path), record(2, rng.randrange(100), 7, 7, 7, 7))]
+    guids = list(dict.fromkeys(rng.getrandbits(64) >> rng.choice([0, 0, 20, 40]) for _ in range(2100)))[:2000]
+    if fault == "guid":
+        guids[-1] = guids[0]
+    vids = list(range(1, 2001)) if version >= 10 else sorted(rng.sample(range(1, 9000), 2000))
+    if fault == "vid":
+        vids[-1] = vids[0]
+    if fault == "vid between":  # the first and last ids kept
+        vids[1000] = vids[1001]
+    values = arrange(list(zip(guids, vids)), key=lambda v: v[0])
+    guid_records = [record(16, vid, g >> 32, g & 0xFFFFFFFF) if version >= 11 else record(16, vid, g)
+                    for g, vid in values]
+    owners, few = vids[:300], modids[:20]  # some 50 summaries share a GUID and a module with another
+    summaries = []
+    for _ in range(1500):
+        vid, modid, flags = rng.choice(owners), rng.choice(few if rng.random() < 0.5 else modids), rng.getrandbits(11)
+        kind = rng.choice(["fn", "var", "alias"])
+        if kind == "fn":
+            refs, calls = rng.choices(vids, k=rng.randint(0, 4)), rng.choices(vids, k=rng.randint(0, 4))
+            fields = (4, vid, modid, flags, rng.randint(1, 9), 0, 0, len(refs), 0, 0, *refs, *calls)
+        elif kind == "var":
+            fields = (6, vid, modid, flags, rng.randint(0, 3), *rng.choices(vids, k=rng.randint(0, 3)))
+        else:
+            fields = (8, vid, modid, flags, rng.choice([0, *vids]))
+        summaries.append(((guids[vids.index(vid)], paths[modids.index(modid)]), fields))
+    summary = [record(10, version), *guid_records,
+               *(record(*fields) for _, fields in arrange(summaries, key=lambda s: s[0]))]
+    top = block(MODULE, record(1, 2), nested(STRTAB, *strtab), nested(SUMMARY, *summary))
+    return stream(top), [p.decode() for p in paths]
+
+
+@pytest.mark.parametrize("order", ["sorted", "reversed", "shuffled"])
+def test_equal_on_large_shards_in_every_order(order):
+    """Shards large enough that the compiled text's sorts merge runs, not only insert: the same
+    text as the reference's, in each order the records may come in, and the same refusal of a
+    module id, value id or GUID given twice far apart."""
+    rng = random.Random(order)
+    for version in (9, 12):
+        shard, paths = large_shard(rng, version, order)
+        text = both(shard, paths[7])
+        assert f"summaries v{version}" in text and text.count("\nfn4 ") > 300, text[:300]
+        if version == 12:
+            assert " declarations i" in text
+        assert both(large_shard(rng, version, order, "modid")[0]) == "BadBitcode: two modules with one id"
+        for fault in ("vid", "vid between"):
+            assert "summaries raw (value id given twice)" in both(large_shard(rng, version, order, fault)[0])
+        assert "summaries raw (a GUID under two value ids)" in both(large_shard(rng, version, order, "guid")[0])
+
+
+def test_numbers_in_decimal_at_every_width():
+    """Each width of a 64-bit number in decimal, at the powers of ten and of two and on either
+    side, in records kept as they are and as GUIDs."""
+    numbers = sorted({n for k in range(20) for n in (10**k - 1, 10**k, 10**k + 1)} |
+                     {n for k in range(65) for n in (2**k - 1, 2**k, 2**k + 1)} - {2**64, 2**64 + 1})
+    guids = [record(16, vid, g >> 32, g & 0xFFFFFFFF) for vid, g in enumerate(numbers, start=1)]
+    shard = stream(block(MODULE, record(1, *numbers), nested(STRTAB, record(1, 0, *b"a.o"), record(2, *numbers)),
+                         nested(SUMMARY, record(10, 12), *guids)))
+    text = both(shard, "a.o")
+    assert "rec 1 0 1 2 3 4 5 7 8 9 10 11 15 16 17 31" in text and f" {2**64 - 1}\n" in text
+
+
 def test_shards_found_by_fuzzing():
     for name, shard in found_by_fuzzing().items():
         assert both(shard, "a.o").startswith(shardkey.FORMAT), name
