@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # a restored link (linkdirect.py) imports this module: nothin
 FORMAT_VERSION = "ltowrap-cache-13"
 # What a thin-link entry holds (thinlink.py). 2: the regular-LTO object, which entries of 1
 # lacked for split LTO units (their hits lost the vtables of -fwhole-program-vtables links).
-THINLINK_FORMAT = "2"
+# 3: imports lists name modules by their place in the entry's table of them.
+THINLINK_FORMAT = "3"
 MISSING = "missing"  # the digest of a file that is not there
 
 

@@ -84,9 +84,13 @@ def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], dige
     if result.unstored is None:
         return
     key, data, idx = result.unstored
-    jobs = [(j.output[len(idx) :], j.shard, list(j.imports),
+    # Each module a job imports is named once, in `modules`, and by its place there in every
+    # imports list: a backend imports from hundreds of modules, whose paths written out in
+    # each list made most of the entry (15 MB of a 401-module link's 16).
+    modules: dict[str, int] = {}
+    jobs = [(j.output[len(idx) :], j.shard, [modules.setdefault(p, len(modules)) for p in j.imports],
              identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)) for j in result.jobs]
-    cache.put_data(THINLINKS, key, {**data, "jobs": jobs})
+    cache.put_data(THINLINKS, key, {**data, "modules": list(modules), "jobs": jobs})
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
@@ -205,12 +209,14 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
         if data["prefix"] != store_prefix:
             return None
         by_path = plan.by_path()
+        modules = [str(path) for path in data["modules"]]
         jobs = []
         for rel, shard, imports, identity in data["jobs"]:
             if not isinstance(shard, bytes):
                 raise TypeError("a shard that is not bytes")
             out = idx + rel
-            jobs.append(Job(by_path[store_prefix + rel], shard, out + ".thinlto.bc", tuple(imports), out, identity))
+            imported = tuple(modules[i] for i in imports)
+            jobs.append(Job(by_path[store_prefix + rel], shard, out + ".thinlto.bc", imported, out, identity))
         regular = tuple(by_path[store_prefix + rel].path for rel in data["regular"])
         full = data["full_lto"] if regular else None
         if regular and not isinstance(full, bytes):
