@@ -85,8 +85,8 @@ def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], dige
         return
     key, data, idx = result.unstored
     # Each module a job imports is named once, in `modules`, and by its place there in every
-    # imports list: a backend imports from hundreds of modules, whose paths written out in
-    # each list made most of the entry (15 MB of a 401-module link's 16).
+    # imports list: a backend imports from up to hundreds of modules, and their paths written
+    # out in every list would grow the entry with modules x imports.
     modules: dict[str, int] = {}
     jobs = [(j.output[len(idx) :], j.shard, [modules.setdefault(p, len(modules)) for p in j.imports],
              identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)) for j in result.jobs]
