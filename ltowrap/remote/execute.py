@@ -101,7 +101,9 @@ class Workers(Generic[S]):
         """Send the job if the workers have room."""
         if not self.session.room([s.execution for s in self._out.values()], queue=self.queue):
             return False
-        self._out[work.job.output] = Sent(self.session.send(work, self._wake), state)
+        # A stage change matters to room() only when jobs may not queue: else the loop is woken
+        # by answers alone (a wake is a pass of the executor's loop).
+        self._out[work.job.output] = Sent(self.session.send(work, self._wake, moved=not self.queue), state)
         return True
 
     def stragglers(self) -> Iterator[S]:

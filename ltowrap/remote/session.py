@@ -211,11 +211,12 @@ class Session:
         grace = 2 * self._fastest if self._fastest is not None else 0.0
         return not any(e.running.waiting(grace) for e in sent)
 
-    def send(self, w: Work, wake: Callable[[], None]) -> Execution:
+    def send(self, w: Work, wake: Callable[[], None], moved: bool = True) -> Execution:
         """Have the job executed on the workers, in the background; `wake` is called (from
-        another thread) when it leaves the server's queue and once its answer is in."""
+        another thread) once its answer is in and, if `moved`, when it leaves the server's queue
+        (what room() looks at when jobs may not queue)."""
         a = self.actions[w.job.output]
-        running = Running(wake)
+        running = Running(wake if moved else None)
         future = self._executor().submit(self._execute, a, running, self._inputs[w.job.output])
         future.add_done_callback(lambda _: wake())
         return Execution(a, future, running)
