@@ -21,8 +21,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.experimental
@@ -311,6 +311,12 @@ class Client:
         self._random = random.Random()
         self.uploaded = 0  # bytes of the blobs sent to the CAS
         self._counting = threading.Lock()
+        # Group reads (_read_together): the blobs waited for, whether a thread is reading a
+        # group now, and what a group may hold together (lowered when one is refused as too large).
+        self._grouping = threading.Lock()
+        self._wanted: list[_Wanted] = []
+        self._reading = False
+        self._group_limit = DEFAULT_BATCH_LIMIT
 
     def close(self) -> None:
         self.channel.close()
@@ -443,28 +449,104 @@ class Client:
         """A blob's bytes, checked against its digest."""
         if key[1] == 0:
             return b""
-        data = self._read_batch(key) if key[1] <= self.batch_read_limit else None
+        data = self._read_together(key) if key[1] <= self.batch_read_limit else None
         if data is None:
             data = self._read_stream(key)
         if key_of(data) != key:
             raise RemoteError(f"blob {key[0]}/{key[1]} came back with other contents")
         return data
 
-    def _read_batch(self, key: Key) -> bytes | None:
-        """The blob through BatchReadBlobs; None if the server refused it as too large for a batch."""
-        request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest_message(key)])
+    def _read_together(self, key: Key) -> bytes | None:
+        """The blob through BatchReadBlobs, in one request with the other blobs that threads
+        want at the same time (objects of executions that land together); None if the server
+        refused it as too large for a batch.
+
+        The first thread to want a blob while no read is under way reads for every thread
+        waiting then (a group: _Wanted); those that come while it reads wait, and the first of
+        them reads for the next group. So a read alone costs one request as before, and under
+        load one request serves several."""
+        me = _Wanted(key)
+        with self._grouping:
+            self._wanted.append(me)
+            me.lead = not self._reading
+            self._reading = True
+        while not me.done:
+            if not me.lead:
+                me.ready.wait()
+            if me.lead:
+                me.lead = False
+                self._read_group()
+        if me.error is not None:
+            raise me.error
+        return me.data
+
+    def _read_group(self) -> None:
+        """Read the waiting blobs at the front, up to the batch limit together (the leader's own
+        is the first), then wake their threads and hand the lead to the next one waiting."""
+        with self._grouping:
+            limit = min(self.batch_read_limit, self._group_limit)
+            group: list[_Wanted] = []
+            size = 0
+            while self._wanted and (not group or size + self._wanted[0].key[1] <= limit):
+                group.append(self._wanted.pop(0))
+                size += group[-1].key[1]
         try:
-            response = self._unary(self._calls.batch_read, request, "BatchReadBlobs", batch=True)
+            self._fill(group, size)
+        finally:
+            with self._grouping:
+                for w in group:
+                    w.done = True
+                    w.ready.set()
+                if self._wanted:
+                    self._wanted[0].lead = True
+                    self._wanted[0].ready.set()
+                else:
+                    self._reading = False
+
+    def _fill(self, group: list[_Wanted], size: int) -> None:
+        """Each blob of the group, or the error that stands for it."""
+        if len(group) > 1:
+            try:
+                found = self._batch_read([w.key for w in group])
+            except RemoteError as e:
+                if e.code != grpc.StatusCode.INVALID_ARGUMENT:
+                    for w in group:
+                        w.error = e
+                    return
+                # Refused as too large together (Buildbarn's message limit): later groups stay
+                # below this one, and these are read one by one, as alone.
+                self._group_limit = min(self._group_limit, size - 1)
+            else:
+                for w in group:
+                    try:
+                        w.data = _found(found, w.key)
+                    except RemoteError as e:
+                        w.error = e
+                return
+        for w in group:
+            try:
+                w.data = self._read_batch(w.key)
+            except RemoteError as e:
+                w.error = e
+
+    def _batch_read(self, keys: list[Key]) -> dict[str, Any]:
+        """BatchReadBlobs of these keys: each answer by its hash."""
+        request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance,
+                                               digests=[digest_message(k) for k in keys])
+        response = self._unary(self._calls.batch_read, request, "BatchReadBlobs", batch=True)
+        return {r.digest.hash: r for r in response.responses}
+
+    def _read_batch(self, key: Key) -> bytes | None:
+        """The blob alone through BatchReadBlobs; None if the server refused it as too large for a batch."""
+        try:
+            found = self._batch_read([key])
         except RemoteError as e:
             if e.code != grpc.StatusCode.INVALID_ARGUMENT or key[1] <= 64 << 10:
                 raise
             with self._counting:
                 self.batch_read_limit = min(self.batch_read_limit, key[1] - 1)
             return None
-        found = [r for r in response.responses if r.digest.hash == key[0]]
-        if not found or found[0].status.code != 0:
-            raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
-        return found[0].data
+        return _found(found, key)
 
     def _read_stream(self, key: Key) -> bytes:
         call = self._calls.read
@@ -591,6 +673,27 @@ class Client:
                 raise failed
             self.pressure.retried()
             time.sleep(pause)
+
+
+@dataclass
+class _Wanted:
+    """A blob a thread waits for in a group read (Client._read_together): its bytes or the error
+    in its place once `done`; `lead`: woken to read the next group, not with its blob."""
+
+    key: Key
+    ready: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
+    lead: bool = False
+    data: bytes | None = None
+    error: RemoteError | None = None
+
+
+def _found(found: dict[str, Any], key: Key) -> bytes:
+    """The blob's bytes from a BatchReadBlobs answer (_batch_read); RemoteError if it has none."""
+    r = found.get(key[0])
+    if r is None or r.status.code != 0:
+        raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
+    return r.data
 
 
 def _response(op):
