@@ -630,6 +630,15 @@ def _vbr_bits(value: int, n: int) -> tuple[int, int]:
     return packed | value << bits, bits + n
 
 
+def _words(values: list[int]) -> int | None:
+    """A record's fields after its code as 32-bit words packed into one int, the first lowest;
+    None if one does not fit in 32 bits."""
+    try:
+        return int.from_bytes(struct.pack(f"<{len(values) - 1}I", *values[1:]), "little")
+    except struct.error:
+        return None
+
+
 def _vbr6(value: int) -> tuple[int, int]:
     """_vbr_bits(value, 6), the one or two chunks of most values without its loop."""
     if value < 32:
@@ -788,7 +797,8 @@ class Strtab:
             if code == MST_CODE_ENTRY and len(values) >= 2:  # a path, as in __init__
                 path = rename(next(paths)).encode("utf-8", "surrogateescape")
                 if abbreviated:  # the abbreviation's id, the module id, the blob's length, then its bytes
-                    module_id, id_bits = _vbr6(values[1])
+                    module_id = values[1]
+                    module_id, id_bits = (module_id, 6) if module_id < 32 else _vbr6(module_id)
                     n = len(path)
                     length, length_bits = _vbr6(n)
                     value |= (4 | module_id << width | length << (width + id_bits)) << bits
@@ -797,11 +807,10 @@ class Strtab:
                     value = bits = 0
                     continue
                 values = [*values[:2], *path]
-            elif abbreviated and code == MST_CODE_HASH and len(values) > 1 and max(values) >> 32 == 0:
+            elif abbreviated and code == MST_CODE_HASH and len(values) > 1 and (words := _words(values)) is not None:
                 # The count, then each word as 32 bits.
                 n = len(values) - 1
-                count, count_bits = _vbr6(n)
-                words = int.from_bytes(struct.pack(f"<{n}I", *values[1:]), "little")
+                count, count_bits = (n, 6) if n < 32 else _vbr6(n)
                 value |= (5 | count << width | words << (width + count_bits)) << bits
                 bits += width + count_bits + 32 * n
                 if bits >= 4096:  # hashes with no entry between: whole words out, as _Writer does
