@@ -226,7 +226,9 @@ class Running:
 
     cancel() cancels the operation stream and has the server asked to drop the operation
     (CancelOperation, which REAPI does not require: a server that refuses it just runs the
-    action to no one). `moved` is called (from the executing thread) when the stage changes.
+    action to no one). `moved` is called (from the executing thread) when the stage changes;
+    without it no one reads the stage (jobs may wait in the server's queue: Session.room does
+    not look), and the answers' metadata is not parsed for it.
     """
 
     def __init__(self, moved: Callable[[], None] | None = None) -> None:
@@ -239,14 +241,15 @@ class Running:
         self.dispatched: float | None = None  # seconds from sent to leaving the server's queue
 
     def reported(self, op) -> None:
+        if self._moved is None:
+            return
         metadata = protos.ExecuteOperationMetadata()
         if not op.metadata.Unpack(metadata) or metadata.stage == self.stage:
             return
         self.stage = metadata.stage
         if self.dispatched is None and not self.queued:
             self.dispatched = time.monotonic() - self.sent
-        if self._moved is not None:
-            self._moved()
+        self._moved()
 
     def waiting(self, grace: float) -> bool:
         """Queued for longer than `grace` seconds: waiting for a worker, not only being dispatched."""
