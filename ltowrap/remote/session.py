@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import cachekey
@@ -245,9 +246,9 @@ class Session:
             return failed
         blobs: dict[Key, bytes] = {}
         named = 0
-        for a in actions:
-            blobs.update((k, v) for k, v in a.blobs.items() if k not in self._known)
-            named += sum(k[1] for k in a.blobs)
+        for a in actions:  # most of a job's blobs are modules known already: the difference is a set's
+            blobs.update((k, a.blobs[k]) for k in a.blobs.keys() - self._known)
+            named += sum(map(itemgetter(1), a.blobs))
         try:
             missing = self.client.find_missing(blobs)  # none to look for: no request
             self.deduplicated += named - sum(k[1] for k in missing)
