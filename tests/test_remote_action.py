@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Toolchain, run, write
+from helpers import Toolchain, many_modules, run, write
 from needs import require_module
 
 require_module("grpc")
@@ -286,3 +286,67 @@ def _root_file(a: action.BackendAction, name: str):
     directory = protos.Directory.FromString(a.blobs[(root.hash, root.size_bytes)])
     digest = next(f.digest for f in directory.files if f.name == name)
     return digest.hash, digest.size_bytes
+
+
+def _relocated_field_by_field(shard: bytes, rename) -> bytes:
+    """bitcode.relocate's bytes as LLVM's bitstream spells them, one field at a time through
+    bitcode._Writer: each record's abbreviation id, then its operands in order (a blob's length,
+    then its bytes between 32-bit boundaries; a hash's count, then its words)."""
+    strtab = bitcode.Strtab.of(shard)
+    block = strtab.strtab.block
+    w = bitcode._Writer()
+    abbreviated = block.width >= 3
+    if abbreviated:
+        w.abbrev(bitcode._ENTRY_ABBREV, block.width)
+        w.abbrev(bitcode._HASH_ABBREV, block.width)
+    paths = iter(strtab.paths)
+    for values in strtab.records:
+        if values[0] == bitcode.MST_CODE_ENTRY and len(values) >= 2:
+            path = rename(next(paths)).encode("utf-8", "surrogateescape")
+            if abbreviated:
+                w.fixed(4, block.width)
+                w.vbr(values[1], 6)
+                w.blob(path)
+                continue
+            values = [*values[:2], *path]
+        elif abbreviated and values[0] == bitcode.MST_CODE_HASH and len(values) > 1 and max(values[1:]) >> 32 == 0:
+            w.fixed(5, block.width)
+            w.vbr(len(values) - 1, 6)
+            for v in values[1:]:
+                w.fixed(v, 32)
+            continue
+        w.fixed(3, block.width)
+        w.vbr(values[0], 6)
+        w.vbr(len(values) - 1, 6)
+        for v in values[1:]:
+            w.vbr(v, 6)
+    w.fixed(0, block.width)
+    body = w.data()
+    delta = len(body) // 4 - (block.end - block.start) // 32
+    out = bytearray(strtab.stream[: block.start // 8] + body + strtab.stream[block.end // 8 :])
+    for around in (*strtab.parents, block):
+        at = around.length_at // 8
+        out[at : at + 4] = (int.from_bytes(out[at : at + 4], "little") + delta).to_bytes(4, "little")
+    return bytes(out)
+
+
+@pytest.fixture
+def main_shard(project: Path, tc22: Toolchain) -> bytes:
+    """The shard of a main that imports 40 modules: module ids of one and two VBR6 chunks."""
+    objects = many_modules(project, tc22, 40)
+    run([tc22.lld, "--thinlto-index-only", *objects, "-o", "out", "-e", "main"], project)
+    shard = (project / "main.o.thinlto.bc").read_bytes()
+    assert len(bitcode.module_paths(shard)) == 41
+    return shard
+
+
+def test_relocate_writes_what_the_fields_one_by_one_write(shards, main_shard):
+    """relocate packs a block's records into whole words between two paths: the bytes (so every
+    action digest) are those of writing each field on its own; paths of one, two and three VBR6
+    chunks of length."""
+    for name in ("m/000001-" + "f" * 32 + ".o", "x", "é" * 20, "n" * 2000):
+        def rename(path: str) -> str:
+            return f"{name}{len(path)}"
+
+        for shard in (*shards.values(), main_shard):
+            assert bitcode.relocate(shard, rename) == _relocated_field_by_field(shard, rename), name

@@ -29,6 +29,7 @@ paths do not exist: relocate() rewrites its MODULE_STRTAB block with other modul
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -608,15 +609,7 @@ def metadata_strings(count: int, offset: int, blob: bytes) -> list[bytes]:
     return out
 
 
-def _module_path(values: list[int]) -> str:
-    return record_bytes(values[2:]).decode("utf-8", "surrogateescape")
-
-
-def _is_entry(values: list[int]) -> bool:
-    """Is this MODULE_STRTAB record a module's path (not its hash)?"""
-    return values[0] == MST_CODE_ENTRY and len(values) >= 2
-
-
+_PADDING = (b"", b"\0", b"\0\0", b"\0\0\0")  # what follows a blob of each length mod 4, to a 32-bit boundary
 # How relocate() writes MODULE_STRTAB's records: [module id, path as a blob], [hash words].
 _ENTRY_ABBREV: Abbrev = [("lit", MST_CODE_ENTRY), ("vbr", 6), ("blob", 0)]
 _HASH_ABBREV: Abbrev = [("lit", MST_CODE_HASH), ("array", 0), ("fixed", 32)]
@@ -635,6 +628,24 @@ def _vbr_bits(value: int, n: int) -> tuple[int, int]:
         bits += n
         value >>= n - 1
     return packed | value << bits, bits + n
+
+
+def _words(values: list[int]) -> int | None:
+    """A record's fields after its code as 32-bit words packed into one int, the first lowest;
+    None if one does not fit in 32 bits."""
+    try:
+        return int.from_bytes(struct.pack(f"<{len(values) - 1}I", *values[1:]), "little")
+    except struct.error:
+        return None
+
+
+def _vbr6(value: int) -> tuple[int, int]:
+    """_vbr_bits(value, 6), the one or two chunks of most values without its loop."""
+    if value < 32:
+        return value, 6
+    if value < 1024:
+        return (value & 31 | 32) | (value >> 5) << 6, 12
+    return _vbr_bits(value, 6)
 
 
 class _Writer:
@@ -733,7 +744,13 @@ class Strtab:
     def __init__(self, stream: bytes, parents: list[Block], strtab: Node | None) -> None:
         self.stream, self.parents, self.strtab = stream, parents, strtab
         self.records = [item for item in strtab.items if isinstance(item, list)] if strtab is not None else []
-        self.paths = [_module_path(v) for v in self.records if _is_entry(v)]
+        # An entry (MST_CODE_ENTRY: the module id, then the path's characters) as opposed to a
+        # hash record; a shard names hundreds of modules, so this is spelled out, not called.
+        try:
+            self.paths = [bytes(v[2:]).decode("utf-8", "surrogateescape") for v in self.records
+                          if v[0] == MST_CODE_ENTRY and len(v) >= 2]
+        except ValueError:
+            raise BadBitcode("a character above 255 in a string") from None
 
     @classmethod
     def of(cls, shard: bytes) -> Strtab:
@@ -767,37 +784,57 @@ class Strtab:
             w.abbrev(_ENTRY_ABBREV, block.width)
             w.abbrev(_HASH_ABBREV, block.width)
         width = block.width
+        # The records' bits gather in one int (`value`, `bits` of it) between two blobs; a blob
+        # starts on a 32-bit boundary, so there they leave as whole words and the blob's bytes
+        # follow. The block's records are mostly entries and hashes that alternate, so this
+        # is _Writer's packing without a call for each field (a shard names every module its
+        # backend reads, and a link relocates a shard a job).
+        out = [bytes(w.out)]
+        value, bits = w.value, w.bits
         paths = iter(self.paths)  # the entries' paths, decoded once (in the records' order)
         for values in self.records:
-            # An abbreviated record's fields go in as one packed int (_Writer.fixed takes any width).
-            if _is_entry(values):
+            code = values[0]
+            if code == MST_CODE_ENTRY and len(values) >= 2:  # a path, as in __init__
                 path = rename(next(paths)).encode("utf-8", "surrogateescape")
                 if abbreviated:  # the abbreviation's id, the module id, the blob's length, then its bytes
-                    module_id, id_bits = _vbr_bits(values[1], 6)
-                    length, length_bits = _vbr_bits(len(path), 6)
-                    w.fixed(4 | module_id << width | length << (width + id_bits), width + id_bits + length_bits)
-                    w.blob_bytes(path)
+                    module_id = values[1]
+                    module_id, id_bits = (module_id, 6) if module_id < 32 else _vbr6(module_id)
+                    n = len(path)
+                    length, length_bits = _vbr6(n)
+                    value |= (4 | module_id << width | length << (width + id_bits)) << bits
+                    bits = (bits + width + id_bits + length_bits + 31) & ~31
+                    out += (value.to_bytes(bits >> 3, "little"), path, _PADDING[-n % 4])
+                    value = bits = 0
                     continue
                 values = [*values[:2], *path]
-            elif abbreviated and values[0] == MST_CODE_HASH and len(values) > 1 and max(values[1:]) >> 32 == 0:
-                count, count_bits = _vbr_bits(len(values) - 1, 6)
-                packed, at = 5 | count << width, width + count_bits
-                for v in values[1:]:
-                    packed |= v << at
-                    at += 32
-                w.fixed(packed, at)
+            elif abbreviated and code == MST_CODE_HASH and len(values) > 1 and (words := _words(values)) is not None:
+                # The count, then each word as 32 bits.
+                n = len(values) - 1
+                count, count_bits = (n, 6) if n < 32 else _vbr6(n)
+                value |= (5 | count << width | words << (width + count_bits)) << bits
+                bits += width + count_bits + 32 * n
+                if bits >= 4096:  # hashes with no entry between: whole words out, as _Writer does
+                    whole = bits & ~63
+                    out.append((value & ((1 << whole) - 1)).to_bytes(whole >> 3, "little"))
+                    value >>= whole
+                    bits -= whole
                 continue
-            w.fixed(3, block.width)  # UNABBREV_RECORD
+            w.value, w.bits, w.out = value, bits, bytearray()
+            w.fixed(3, width)  # UNABBREV_RECORD
             w.vbr(values[0], 6)
             w.vbr(len(values) - 1, 6)
             for v in values[1:]:
                 w.vbr(v, 6)
+            out.append(bytes(w.out))
+            value, bits = w.value, w.bits
+        w.value, w.bits, w.out = value, bits, bytearray()
         w.fixed(0, block.width)  # END_BLOCK
-        body = w.data()
+        out.append(w.data())
+        body = b"".join(out)
         delta = len(body) // 4 - (block.end - block.start) // 32
-        out = bytearray(stream[: block.start // 8] + body + stream[block.end // 8 :])
+        moved = bytearray(stream[: block.start // 8] + body + stream[block.end // 8 :])
         for around in (*self.parents, block):
             at = around.length_at // 8
-            words = int.from_bytes(out[at : at + 4], "little") + delta
-            out[at : at + 4] = words.to_bytes(4, "little")
-        return bytes(out)
+            words = int.from_bytes(moved[at : at + 4], "little") + delta
+            moved[at : at + 4] = words.to_bytes(4, "little")
+        return bytes(moved)

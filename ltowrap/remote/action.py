@@ -158,11 +158,33 @@ class Actions:
         self._identity_action_tail = protos.Action(platform=properties).SerializeToString(deterministic=True)
         self._empty = key_of(b"")  # the identity's input root: an empty Directory
         self._suffixes: dict[str, str] = {}  # module path -> what follows the rank in its name: its digest
+        self._rank_names: list[str] = []  # Actions._ranks
+        self._nodes: dict[str, tuple[bytes | None, bytes]] = {}  # module path -> Actions._node's parts
 
     def _suffix(self, path: str) -> str:
         """What follows the rank in the module's name in every input root: its digest."""
         self._suffixes[path] = f"-{self.digest_of(path)}.o"
         return self._suffixes[path]
+
+    def _ranks(self, n: int) -> list[str]:
+        """'m/000000', 'm/000001', ...: the start of the names of a shard's first n modules, made
+        once a link."""
+        made = self._rank_names
+        while len(made) < n:
+            made.append(f"{MODULES}/{len(made):06d}")
+        return made
+
+    def _node(self, path: str, name: str, digest: bytes) -> tuple[bytes | None, bytes]:
+        """The FileNode of the module at `path` named `name` (a six-digit rank, then its suffix)
+        as what comes before the rank and what follows it; (None, b"") when its size takes
+        more than one byte (_file_node writes those)."""
+        encoded = name.encode("utf-8")
+        size = 2 + len(encoded) + len(digest)
+        parts: tuple[bytes | None, bytes] = (None, b"")
+        if size < 0x80:
+            parts = bytes((0x0A, size, 0x0A, len(encoded))), encoded[6:] + digest
+        self._nodes[path] = parts
+        return parts
 
     def _identity(self, identity: str) -> tuple[Key, dict[Key, bytes]]:
         """The identity Action of the key `identity` (cachekey.remote_key) and its blobs: root, Command, Action."""
@@ -182,20 +204,30 @@ class Actions:
         suffixes, suffix = self._suffixes, self._suffix
         # Each path the shard names as m/<rank>-<digest>.o, the rank first: the relocated paths
         # sort as the shard's own did.
-        names = {p: f"{MODULES}/{rank:06d}{suffixes.get(p) or suffix(p)}" for rank, p in enumerate(paths)}
+        names = {p: rank + (suffixes.get(p) or suffix(p)) for rank, p in zip(self._ranks(len(paths)), paths)}
         shard = strtab.relocate(names.__getitem__)
         for path in (job.module.path, *job.imports):
             if path not in names:  # one the shard does not name: after those it does
                 names[path] = f"{MODULES}/{len(paths) + len(names):06d}{suffixes.get(path) or suffix(path)}"
-        # Ranks of six digits (below a million) sort as their numbers: the names are in order then.
-        items = names.items() if 2 * len(names) <= 10**6 else sorted(names.items(), key=lambda item: item[1])
         blobs: dict[Key, bytes] = {}
         entries = []
         get, skip = self.files.get, len(MODULES) + 1
-        for path, name in items:
-            key, data, digest = get(path)
-            blobs[key] = data
-            entries.append(_file_node(name[skip:], digest))
+        if 2 * len(names) <= 10**6:
+            # Every rank has six digits (below a million): the names sort as their numbers, so
+            # they are in order, and a module's FileNode is the same bytes in every job but
+            # for the rank (Actions._node).
+            nodes, node = self._nodes, self._node
+            for path, name in names.items():
+                key, data, digest = get(path)
+                blobs[key] = data
+                head, tail = nodes.get(path) or node(path, name[skip:], digest)
+                entries.append(_file_node(name[skip:], digest) if head is None else
+                               head + name[skip : skip + 6].encode() + tail)
+        else:
+            for path, name in sorted(names.items(), key=lambda item: item[1]):
+                key, data, digest = get(path)
+                blobs[key] = data
+                entries.append(_file_node(name[skip:], digest))
         modules = b"".join(entries)
         modules_key = key_of(modules)
         shard_key = key_of(shard)

@@ -21,10 +21,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import grpc
+import grpc.experimental
 
 from . import protos
 
@@ -66,6 +67,52 @@ def key_of(data: bytes) -> Key:
 
 def digest_message(key: Key):
     return protos.Digest(hash=key[0], size_bytes=key[1])
+
+
+def _serialize(message) -> bytes:
+    return message.SerializeToString()
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """The channel's multicallables, one per method, made once a client (each costs a lookup
+    and an object a call otherwise)."""
+
+    capabilities: grpc.UnaryUnaryMultiCallable
+    find_missing: grpc.UnaryUnaryMultiCallable
+    batch_update: grpc.UnaryUnaryMultiCallable
+    batch_read: grpc.UnaryUnaryMultiCallable
+    get_action_result: grpc.UnaryUnaryMultiCallable
+    update_action_result: grpc.UnaryUnaryMultiCallable
+    cancel_operation: grpc.UnaryUnaryMultiCallable
+    execute: grpc.UnaryStreamMultiCallable
+    wait_execution: grpc.UnaryStreamMultiCallable
+    read: grpc.UnaryStreamMultiCallable
+    write: grpc.StreamUnaryMultiCallable
+
+    @classmethod
+    def of(cls, channel: grpc.Channel) -> _Calls:
+        def unary(method: str, response_type) -> grpc.UnaryUnaryMultiCallable:
+            return channel.unary_unary(method, request_serializer=_serialize,
+                                       response_deserializer=response_type.FromString)
+
+        def stream(method: str, response_type) -> grpc.UnaryStreamMultiCallable:
+            return channel.unary_stream(method, request_serializer=_serialize,
+                                        response_deserializer=response_type.FromString)
+
+        cas = V2 + "ContentAddressableStorage/"
+        return cls(unary(V2 + "Capabilities/GetCapabilities", protos.ServerCapabilities),
+                   unary(cas + "FindMissingBlobs", protos.FindMissingBlobsResponse),
+                   unary(cas + "BatchUpdateBlobs", protos.BatchUpdateBlobsResponse),
+                   unary(cas + "BatchReadBlobs", protos.BatchReadBlobsResponse),
+                   unary(V2 + "ActionCache/GetActionResult", protos.ActionResult),
+                   unary(V2 + "ActionCache/UpdateActionResult", protos.ActionResult),
+                   unary(OPERATIONS + "CancelOperation", protos.Empty),
+                   stream(V2 + "Execution/Execute", protos.Operation),
+                   stream(V2 + "Execution/WaitExecution", protos.Operation),
+                   stream(BYTESTREAM + "Read", protos.ReadResponse),
+                   channel.stream_unary(BYTESTREAM + "Write", request_serializer=_serialize,
+                                        response_deserializer=protos.WriteResponse.FromString))
 
 
 @dataclass(frozen=True)
@@ -179,7 +226,9 @@ class Running:
 
     cancel() cancels the operation stream and has the server asked to drop the operation
     (CancelOperation, which REAPI does not require: a server that refuses it just runs the
-    action to no one). `moved` is called (from the executing thread) when the stage changes.
+    action to no one). `moved` is called (from the executing thread) when the stage changes;
+    without it no one reads the stage (jobs may wait in the server's queue: Session.room does
+    not look), and the answers' metadata is not parsed for it.
     """
 
     def __init__(self, moved: Callable[[], None] | None = None) -> None:
@@ -192,14 +241,15 @@ class Running:
         self.dispatched: float | None = None  # seconds from sent to leaving the server's queue
 
     def reported(self, op) -> None:
+        if self._moved is None:
+            return
         metadata = protos.ExecuteOperationMetadata()
         if not op.metadata.Unpack(metadata) or metadata.stage == self.stage:
             return
         self.stage = metadata.stage
         if self.dispatched is None and not self.queued:
             self.dispatched = time.monotonic() - self.sent
-        if self._moved is not None:
-            self._moved()
+        self._moved()
 
     def waiting(self, grace: float) -> bool:
         """Queued for longer than `grace` seconds: waiting for a worker, not only being dispatched."""
@@ -233,7 +283,12 @@ class Client:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         target, secure = _target(endpoint.url)
-        options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+        # Each stream (Execute, WaitExecution, ByteStream.Read) is read on the thread that
+        # asked for it, as a unary call is: the default has a channel thread take every
+        # message and hand it over through a condition the reader polls ten times a second,
+        # which cost more CPU per execution than the rest of its requests together.
+        options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
+                   (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
         if secure:
             ca = None
             if endpoint.tls_ca:
@@ -242,6 +297,7 @@ class Client:
             self.channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca), options)
         else:
             self.channel = grpc.insecure_channel(target, options)
+        self._calls = _Calls.of(self.channel)
         self.metadata: tuple[tuple[str, str], ...] = ()
         if endpoint.header:
             name, sep, value = endpoint.header.partition(":")
@@ -258,6 +314,12 @@ class Client:
         self._random = random.Random()
         self.uploaded = 0  # bytes of the blobs sent to the CAS
         self._counting = threading.Lock()
+        # Group reads (_read_together): the blobs waited for, whether a thread is reading a
+        # group now, and what a group may hold together (lowered when one is refused as too large).
+        self._grouping = threading.Lock()
+        self._wanted: list[_Wanted] = []
+        self._reading = False
+        self._group_limit = DEFAULT_BATCH_LIMIT
 
     def close(self) -> None:
         self.channel.close()
@@ -292,11 +354,9 @@ class Client:
             time.sleep(pause)
         raise AssertionError("unreachable: the last attempt raises")
 
-    def _unary(self, method: str, request, response_type, what: str, attempts: int | None = None,
+    def _unary(self, call: grpc.UnaryUnaryMultiCallable, request, what: str, attempts: int | None = None,
                batch: bool = False):
         """One call, retried; `batch`: a refusal in one of its per-blob answers retries the whole call."""
-        call = self.channel.unary_unary(method, request_serializer=lambda m: m.SerializeToString(),
-                                        response_deserializer=response_type.FromString)
 
         def attempt(left: float):
             response = call(request, timeout=left, metadata=self.metadata)
@@ -310,9 +370,8 @@ class Client:
         """Ask the server what it supports; the first request of a link, so it also says whether it is up."""
         # Few attempts: a refused connection here is most often a server that is not there,
         # and every link would wait out the whole backoff.
-        caps = self._unary(V2 + "Capabilities/GetCapabilities",
-                           protos.GetCapabilitiesRequest(instance_name=self.endpoint.instance),
-                           protos.ServerCapabilities, "GetCapabilities", attempts=3)
+        caps = self._unary(self._calls.capabilities, protos.GetCapabilitiesRequest(instance_name=self.endpoint.instance),
+                           "GetCapabilities", attempts=3)
         cache = caps.cache_capabilities
         limit = cache.max_batch_total_size_bytes
         self.batch_limit = min(limit, DEFAULT_BATCH_LIMIT) if limit > 0 else DEFAULT_BATCH_LIMIT
@@ -332,8 +391,7 @@ class Client:
         for i in range(0, len(wanted), 2000):
             request = protos.FindMissingBlobsRequest(instance_name=self.endpoint.instance,
                                                      blob_digests=[digest_message(k) for k in wanted[i : i + 2000]])
-            response = self._unary(V2 + "ContentAddressableStorage/FindMissingBlobs", request,
-                                   protos.FindMissingBlobsResponse, "FindMissingBlobs")
+            response = self._unary(self._calls.find_missing, request, "FindMissingBlobs")
             missing.update((d.hash, d.size_bytes) for d in response.missing_blob_digests)
         return missing
 
@@ -358,8 +416,7 @@ class Client:
         request = protos.BatchUpdateBlobsRequest(instance_name=self.endpoint.instance)
         for key, data in batch:
             request.requests.add(digest=digest_message(key), data=data)
-        response = self._unary(V2 + "ContentAddressableStorage/BatchUpdateBlobs", request,
-                               protos.BatchUpdateBlobsResponse, "BatchUpdateBlobs", batch=True)
+        response = self._unary(self._calls.batch_update, request, "BatchUpdateBlobs", batch=True)
         for r in response.responses:
             if r.status.code != 0:
                 raise RemoteError(f"BatchUpdateBlobs: {r.digest.hash}: code {r.status.code}: {r.status.message}")
@@ -384,8 +441,7 @@ class Client:
                 yield protos.WriteRequest(resource_name=name if offset == 0 else "", write_offset=offset,
                                           finish_write=offset + len(piece) >= len(data), data=piece)
 
-        call = self.channel.stream_unary(BYTESTREAM + "Write", request_serializer=lambda m: m.SerializeToString(),
-                                         response_deserializer=protos.WriteResponse.FromString)
+        call = self._calls.write
         # Written again from the start on a retry: the blob is content-addressed.
         response = self._retrying("ByteStream.Write", lambda left: call(chunks(), timeout=left, metadata=self.metadata))
         if response.committed_size not in (len(data), -1):
@@ -396,33 +452,107 @@ class Client:
         """A blob's bytes, checked against its digest."""
         if key[1] == 0:
             return b""
-        data = self._read_batch(key) if key[1] <= self.batch_read_limit else None
+        data = self._read_together(key) if key[1] <= self.batch_read_limit else None
         if data is None:
             data = self._read_stream(key)
         if key_of(data) != key:
             raise RemoteError(f"blob {key[0]}/{key[1]} came back with other contents")
         return data
 
-    def _read_batch(self, key: Key) -> bytes | None:
-        """The blob through BatchReadBlobs; None if the server refused it as too large for a batch."""
-        request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance, digests=[digest_message(key)])
+    def _read_together(self, key: Key) -> bytes | None:
+        """The blob through BatchReadBlobs, in one request with the other blobs that threads
+        want at the same time (objects of executions that land together); None if the server
+        refused it as too large for a batch.
+
+        The first thread to want a blob while no read is under way reads for every thread
+        waiting then (a group: _Wanted); those that come while it reads wait, and the first of
+        them reads for the next group. So a read alone costs one request as before, and under
+        load one request serves several."""
+        me = _Wanted(key)
+        with self._grouping:
+            self._wanted.append(me)
+            me.lead = not self._reading
+            self._reading = True
+        while not me.done:
+            if not me.lead:
+                me.ready.wait()
+            if me.lead:
+                me.lead = False
+                self._read_group()
+        if me.error is not None:
+            raise me.error
+        return me.data
+
+    def _read_group(self) -> None:
+        """Read the waiting blobs at the front, up to the batch limit together (the leader's own
+        is the first), then wake their threads and hand the lead to the next one waiting."""
+        with self._grouping:
+            limit = min(self.batch_read_limit, self._group_limit)
+            group: list[_Wanted] = []
+            size = 0
+            while self._wanted and (not group or size + self._wanted[0].key[1] <= limit):
+                group.append(self._wanted.pop(0))
+                size += group[-1].key[1]
         try:
-            response = self._unary(V2 + "ContentAddressableStorage/BatchReadBlobs", request,
-                                   protos.BatchReadBlobsResponse, "BatchReadBlobs", batch=True)
+            self._fill(group, size)
+        finally:
+            with self._grouping:
+                for w in group:
+                    w.done = True
+                    w.ready.set()
+                if self._wanted:
+                    self._wanted[0].lead = True
+                    self._wanted[0].ready.set()
+                else:
+                    self._reading = False
+
+    def _fill(self, group: list[_Wanted], size: int) -> None:
+        """Each blob of the group, or the error that stands for it."""
+        if len(group) > 1:
+            try:
+                found = self._batch_read([w.key for w in group])
+            except RemoteError as e:
+                if e.code != grpc.StatusCode.INVALID_ARGUMENT:
+                    for w in group:
+                        w.error = e
+                    return
+                # Refused as too large together (Buildbarn's message limit): later groups stay
+                # below this one, and these are read one by one, as alone.
+                self._group_limit = min(self._group_limit, size - 1)
+            else:
+                for w in group:
+                    try:
+                        w.data = _found(found, w.key)
+                    except RemoteError as e:
+                        w.error = e
+                return
+        for w in group:
+            try:
+                w.data = self._read_batch(w.key)
+            except RemoteError as e:
+                w.error = e
+
+    def _batch_read(self, keys: list[Key]) -> dict[str, Any]:
+        """BatchReadBlobs of these keys: each answer by its hash."""
+        request = protos.BatchReadBlobsRequest(instance_name=self.endpoint.instance,
+                                               digests=[digest_message(k) for k in keys])
+        response = self._unary(self._calls.batch_read, request, "BatchReadBlobs", batch=True)
+        return {r.digest.hash: r for r in response.responses}
+
+    def _read_batch(self, key: Key) -> bytes | None:
+        """The blob alone through BatchReadBlobs; None if the server refused it as too large for a batch."""
+        try:
+            found = self._batch_read([key])
         except RemoteError as e:
             if e.code != grpc.StatusCode.INVALID_ARGUMENT or key[1] <= 64 << 10:
                 raise
             with self._counting:
                 self.batch_read_limit = min(self.batch_read_limit, key[1] - 1)
             return None
-        found = [r for r in response.responses if r.digest.hash == key[0]]
-        if not found or found[0].status.code != 0:
-            raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
-        return found[0].data
+        return _found(found, key)
 
     def _read_stream(self, key: Key) -> bytes:
-        call = self.channel.unary_stream(BYTESTREAM + "Read", request_serializer=lambda m: m.SerializeToString(),
-                                         response_deserializer=protos.ReadResponse.FromString)
+        call = self._calls.read
         request = protos.ReadRequest(resource_name=self._resource(key, upload=False))
         # Read again from the start on a retry: a partial read is thrown away.
         return self._retrying("ByteStream.Read", lambda left: b"".join(
@@ -434,9 +564,7 @@ class Client:
         """The cached result, or None when the action cache has none."""
         request = protos.GetActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest_message(action),
                                                 inline_stderr=True)
-        call = self.channel.unary_unary(V2 + "ActionCache/GetActionResult",
-                                        request_serializer=lambda m: m.SerializeToString(),
-                                        response_deserializer=protos.ActionResult.FromString)
+        call = self._calls.get_action_result
 
         def attempt(left: float):
             try:
@@ -451,15 +579,13 @@ class Client:
     def update_action_result(self, action: Key, result) -> None:
         request = protos.UpdateActionResultRequest(instance_name=self.endpoint.instance, action_digest=digest_message(action),
                                                    action_result=result)
-        self._unary(V2 + "ActionCache/UpdateActionResult", request, protos.ActionResult, "UpdateActionResult")
+        self._unary(self._calls.update_action_result, request, "UpdateActionResult")
 
     def cancel_operation(self, name: str) -> None:
         """Ask the server to drop an operation no one waits for any more; one try, errors ignored."""
         try:
-            self.channel.unary_unary(OPERATIONS + "CancelOperation", request_serializer=lambda m: m.SerializeToString(),
-                                     response_deserializer=protos.Empty.FromString)(
-                protos.CancelOperationRequest(name=name), timeout=min(5.0, self.endpoint.timeout),
-                metadata=self.metadata)
+            self._calls.cancel_operation(protos.CancelOperationRequest(name=name),
+                                         timeout=min(5.0, self.endpoint.timeout), metadata=self.metadata)
         except grpc.RpcError:
             pass
 
@@ -478,11 +604,7 @@ class Client:
         """
         handle = running or Running()
         deadline = time.monotonic() + self.endpoint.exec_timeout
-        execute = self.channel.unary_stream(V2 + "Execution/Execute", request_serializer=lambda m: m.SerializeToString(),
-                                            response_deserializer=protos.Operation.FromString)
-        wait = self.channel.unary_stream(V2 + "Execution/WaitExecution",
-                                         request_serializer=lambda m: m.SerializeToString(),
-                                         response_deserializer=protos.Operation.FromString)
+        execute, wait = self._calls.execute, self._calls.wait_execution
         name = ""
         too_slow = RemoteError(f"Execute: no result within remote_exec_timeout ({self.endpoint.exec_timeout:g} s)",
                                unreachable=True)
@@ -554,6 +676,27 @@ class Client:
                 raise failed
             self.pressure.retried()
             time.sleep(pause)
+
+
+@dataclass
+class _Wanted:
+    """A blob a thread waits for in a group read (Client._read_together): its bytes or the error
+    in its place once `done`; `lead`: woken to read the next group, not with its blob."""
+
+    key: Key
+    ready: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
+    lead: bool = False
+    data: bytes | None = None
+    error: RemoteError | None = None
+
+
+def _found(found: dict[str, Any], key: Key) -> bytes:
+    """The blob's bytes from a BatchReadBlobs answer (_batch_read); RemoteError if it has none."""
+    r = found.get(key[0])
+    if r is None or r.status.code != 0:
+        raise RemoteError(f"BatchReadBlobs: {key[0]}/{key[1]} not found")
+    return r.data
 
 
 def _response(op):

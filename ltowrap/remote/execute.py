@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -87,6 +88,9 @@ class Workers(Generic[S]):
         self.queue = queue  # jobs may wait in the server's queue: there is no local side to give them to
         self._wake = Wake()
         self._out: dict[str, Sent[S]] = {}  # job output -> the job out on the workers now
+        # The jobs whose answer is in (or that were cancelled), as they came, appended from the
+        # answers' threads: landed() takes these rather than looking at every job out.
+        self._in: deque[str] = deque()
 
     @property
     def busy(self) -> bool:
@@ -101,7 +105,15 @@ class Workers(Generic[S]):
         """Send the job if the workers have room."""
         if not self.session.room([s.execution for s in self._out.values()], queue=self.queue):
             return False
-        self._out[work.job.output] = Sent(self.session.send(work, self._wake), state)
+        output = work.job.output
+
+        def done() -> None:  # on the answer's thread, maybe before send() returns
+            self._in.append(output)
+            self._wake()
+
+        # A stage change matters to room() only when jobs may not queue: else the loop is woken
+        # by answers alone (a wake is a pass of the executor's loop).
+        self._out[output] = Sent(self.session.send(work, done, None if self.queue else self._wake), state)
         return True
 
     def stragglers(self) -> Iterator[S]:
@@ -113,8 +125,11 @@ class Workers(Generic[S]):
     def landed(self) -> Iterator[Landed[S]]:
         """The answers that are in (the session counts them), their jobs no longer out."""
         self._wake.drain()
-        for output, sent in list(self._out.items()):
-            if sent.execution.future.done():
+        while self._in:
+            output = self._in.popleft()
+            sent = self._out.get(output)
+            # None: dropped since (drop cancels it, which lands it here too)
+            if sent is not None and sent.execution.future.done():
                 del self._out[output]
                 yield Landed(sent.state, self.session.taken(sent.execution), sent.start)
 

@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 from .. import cachekey
 from ..formats import bitcode
@@ -101,7 +102,6 @@ class Session:
     _pool: ThreadPoolExecutor | None = None  # executions, and results being published
     _ask_pool: ThreadPoolExecutor | None = None  # lookups and uploads: never behind executions that wait for them
     _publishing: list[Future] = field(default_factory=list)
-    _sharing: list[Future] = field(default_factory=list)  # executed results being put under their identity
     _inputs: dict[str, Future] = field(default_factory=dict)  # job output -> the upload of its inputs (prepare)
     _uploads: Future | None = None  # the last upload asked for: each waits for the one before it
     _known: set[Key] = field(default_factory=set)  # blobs an earlier upload found in the CAS or put there
@@ -211,14 +211,16 @@ class Session:
         grace = 2 * self._fastest if self._fastest is not None else 0.0
         return not any(e.running.waiting(grace) for e in sent)
 
-    def send(self, w: Work, wake: Callable[[], None]) -> Execution:
-        """Have the job executed on the workers, in the background; `wake` is called (from
-        another thread) when it leaves the server's queue and once its answer is in."""
+    def send(self, w: Work, done: Callable[[], None], moved: Callable[[], None] | None = None) -> Execution:
+        """Have the job executed on the workers, in the background; `done` is called (from
+        another thread) once its answer is in, or it is cancelled, and `moved` when it leaves
+        the server's queue (what room() looks at when jobs may not queue)."""
         a = self.actions[w.job.output]
-        running = Running(wake)
-        future = self._executor().submit(self._execute, a, running, self._inputs[w.job.output])
-        future.add_done_callback(lambda _: wake())
-        return Execution(a, future, running)
+        running = Running(moved)
+        answer: Future = Future()
+        answer.add_done_callback(lambda _: done())
+        self._executor().submit(self._execute, a, running, self._inputs[w.job.output], answer)
+        return Execution(a, answer, running)
 
     def taken(self, execution: Execution) -> Reply:
         """The answer of a finished execution the executor uses (counted in the stats here)."""
@@ -244,9 +246,9 @@ class Session:
             return failed
         blobs: dict[Key, bytes] = {}
         named = 0
-        for a in actions:
-            blobs.update((k, v) for k, v in a.blobs.items() if k not in self._known)
-            named += sum(k[1] for k in a.blobs)
+        for a in actions:  # most of a job's blobs are modules known already: the difference is a set's
+            blobs.update((k, a.blobs[k]) for k in a.blobs.keys() - self._known)
+            named += sum(map(itemgetter(1), a.blobs))
         try:
             missing = self.client.find_missing(blobs)  # none to look for: no request
             self.deduplicated += named - sum(k[1] for k in missing)
@@ -269,23 +271,37 @@ class Session:
             self._give_up(e)
             return None, str(e)
 
-    def _execute(self, a: action.BackendAction, running: Running, inputs: Future) -> tuple[Served | None, str]:
+    def _execute(self, a: action.BackendAction, running: Running, inputs: Future, answer: Future) -> None:
+        """Run the job and put its answer, (served, why not), in `answer` (unless it was cancelled
+        before it started); then, on the same thread, share an executed result under the identity
+        every machine asks for, where this client may write the action cache. A failure to share
+        it costs other machines a hit, not this object. After the answer: the object is this
+        link's then, and two more round trips before it is handed over would hold its place
+        among the executions in flight; on this thread, not another: a hand-off costs more CPU
+        than the share's own Python."""
+        if not answer.set_running_or_notify_cancel():
+            return
+        try:
+            served, why, result = self._executed(a, running, inputs)
+        except BaseException as e:  # noqa: BLE001 - a bug here must reach taken(), not end the thread unseen
+            answer.set_exception(e)
+            return
+        answer.set_result((served, why))
+        if result is not None and self.client.can_update:
+            self._share(a, result)
+
+    def _executed(self, a: action.BackendAction, running: Running, inputs: Future) -> tuple[Served | None, str, Any]:
+        """(served, why not, the ActionResult (a protos.ActionResult) to share: None if there is none)."""
         failed = inputs.result()
         if failed or self.down:
-            return None, failed or self.down
+            return None, failed or self.down, None
         try:
             response = self.client.execute(a.key, running)
             served, why = self._output(response.result, executed=not response.cached_result)
         except RemoteError as e:
             self._give_up(e)
-            return None, str(e)
-        # Shared under the identity every machine asks for, where this client may write the
-        # action cache; a failure to share it costs other machines a hit, not this object. In
-        # the background: the object is this link's now, and two more round trips before it
-        # is handed over would hold its place among the executions in flight.
-        if served is not None and self.client.can_update:
-            self._sharing.append(self._executor().submit(self._share, a, response.result))
-        return served, why
+            return None, str(e), None
+        return served, why, response.result if served is not None else None
 
     def _output(self, result, executed: bool) -> tuple[Served | None, str]:
         if result.exit_code != 0:
@@ -349,11 +365,10 @@ class Session:
         return self.client.pressure.retries
 
     def close(self) -> None:
-        """Wait for the results being published, then let go of the connection."""
+        """Wait for the results being published or shared (the pools' threads), then let go of
+        the connection."""
         for f in self._publishing:  # counted here: Stats belongs to this thread
             self.stats.add("remote_uploads" if f.result() else "remote_upload_errors")
-        for f in self._sharing:
-            f.result()
         for pool in (self._pool, self._ask_pool):
             if pool is not None:
                 pool.shutdown()
