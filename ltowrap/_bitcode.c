@@ -1,4 +1,4 @@
-/* ltowrap._bitcode: bitcode.read(), shardkey.canonical() and modulefacts.read() in C.
+/* ltowrap._bitcode: bitcode.read(), shardkey.canonical(), modulefacts.read() and bitcode.Strtab in C.
 
    The same walk as ltowrap/formats/bitcode.py's read_python, rule for rule: the Python one
    is the reference, and tests/test_bitcode_native.py holds this one to it (equal trees,
@@ -7,13 +7,14 @@
    Two layers. The core (bc_read and what it calls) uses no Python API: it decodes the
    stream into a flat buffer of 64-bit words (bc_out: records, block starts and ends) or
    says why the stream is refused. On that buffer, with no Python objects in between, more of
-   the core: bc_shard_text makes an index shard's canonical text (formats/shardkey.py), and
+   the core: bc_shard_text makes an index shard's canonical text (formats/shardkey.py),
    bc_module_facts a module's facts (formats/modulefacts.py: its interface text, inline
-   assembly, triple and flags, producer).
+   assembly, triple and flags, producer), and bc_strtab_read and bc_strtab_relocate a shard's
+   module paths and the shard rewritten to name others (formats/bitcode.py's Strtab).
    dev/fuzz/bitcode_fuzz.c includes this file with LTOWRAP_BITCODE_CORE_ONLY defined and fuzzes
    the core alone. The Python layer at the end turns a Want into a bc_want and the buffer into
-   Nodes, gives the shard text its callbacks and returns it as a str, or returns the facts as
-   the tuple modulefacts.read takes.
+   Nodes, gives the shard text its callbacks and returns it as a str, returns the facts as
+   the tuple modulefacts.read takes, and a shard's paths as str and the rewritten shard as bytes.
 
    Every count and width comes from the stream, so every sum or product of them is checked
    before it is made: a position is a bit offset (uint64_t) no greater than the stream's
@@ -1139,6 +1140,12 @@ static inline size_t bc_next(const uint64_t *v, size_t i) {
 /* The children of the block whose BEGIN is at b. */
 #define BC_CHILDREN(v, b, i) for (size_t i = (b) + 6, end_##i = (size_t)(v)[(b) + 3] - 1; i < end_##i; i = bc_next(v, i))
 
+/* Whether the child at i of a MODULE_STRTAB is an entry (MST_CODE_ENTRY: the module id, then the path's
+   characters), as bitcode.Strtab and shardkey._modules tell one. */
+static inline int bc_is_entry(const uint64_t *v, size_t i) {
+    return !BC_IS_BEGIN(v, i) && v[i + 1] == MST_ENTRY && BC_COUNT(v, i) >= 2;
+}
+
 /* Room in t, at once, for about the text the block whose BEGIN is at b makes: 4 bytes for a byte
    of the block (a GUID, 8 bytes in the stream, is up to 20 digits), since each growth of a text
    copies it. Only a guess: without the room, the text grows as it goes. */
@@ -1323,7 +1330,7 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
             bc_puts(raw, "block ");
             bc_putu(raw, v[i + 1]);
             bc_puts(raw, " inside MODULE_STRTAB\n");
-        } else if (v[i + 1] == MST_ENTRY && n >= 2) {
+        } else if (bc_is_entry(v, i)) {
             void *grown = s->entries;
             if (bc_grow(&grown, s->nentries, &s->capentries, sizeof(bc_entry), 64))
                 return BC_NOMEM;
@@ -1899,6 +1906,231 @@ static int bc_shard_text(bc_u64s *ev, const bc_shard_tables *tables, const bc_sh
     bc_text_free(&s.fault.why);
     bc_shard_modules_free(&s);
     return e;
+}
+
+/* --- a shard's module paths, relocated ---------------------------------------------------------------
+
+   bitcode.Strtab, rule for rule (StrtabPython the reference; tests/test_strtab_native.py holds the
+   two to the same paths, the same bytes and the same BadBitcode): the one MODULE_STRTAB among the
+   blocks a read under bitcode._STRTAB_WANT keeps, its entries' paths, and the stream with that
+   block written again to name other paths. A length word that would not fit in 32 bits answers
+   BC_DEFER: the Python one raises there. */
+
+/* Where a stream's MODULE_STRTAB is, in its events (after bc_index_ends): its BEGIN, and the BEGINs of
+   the blocks around it, outermost first; how many MODULE_STRTAB blocks there are, and its entries. */
+typedef struct {
+    size_t found, b, around[BC_MAX_DEPTH + 2], naround, entries;
+} bc_strtab;
+
+/* Strtab.of's find: the MODULE_STRTAB blocks among the events from i to `to`, in stream order (a
+   block before those inside it); around[0:depth] the BEGINs of the blocks they are in. Events nest
+   no deeper than bc_index_ends lets them, so `around` has room. */
+static void bc_strtab_find(const uint64_t *v, size_t i, size_t to, size_t *around, size_t depth, bc_strtab *st) {
+    for (; i < to; i = bc_next(v, i)) {
+        if (!BC_IS_BEGIN(v, i))
+            continue;
+        if (v[i + 1] == BC_MODULE_STRTAB && st->found++ == 0) {
+            st->b = i;
+            memcpy(st->around, around, depth * sizeof *around);
+            st->naround = depth;
+        }
+        around[depth] = i;
+        bc_strtab_find(v, i + 6, (size_t)v[i + 3] - 1, around, depth + 1, st);
+    }
+}
+
+/* Strtab.of: the stream read as `want` says (bitcode._STRTAB_WANT) into ev, whose BEGIN words this
+   changes (bc_index_ends), and its MODULE_STRTAB found in st. BC_OK; BC_BAD with why in error (the
+   read's, two MODULE_STRTAB blocks, a path's character above 255); BC_NOMEM. ev is the caller's to
+   free, whatever the answer. */
+static int bc_strtab_read(const uint8_t *data, size_t len, const bc_want *want, bc_u64s *ev, bc_strtab *st,
+                          char *error, size_t error_size) {
+    memset(st, 0, sizeof *st);
+    int e = bc_read(data, len, want, ev, error, error_size);
+    if (e)
+        return e;
+    if (bc_index_ends(ev)) {
+        snprintf(error, error_size, "events that do not nest");
+        return BC_BAD;
+    }
+    size_t around[BC_MAX_DEPTH + 2];
+    bc_strtab_find(ev->v, 0, ev->n, around, 0, st);
+    if (st->found > 1) {
+        snprintf(error, error_size, "two MODULE_STRTAB blocks");
+        return BC_BAD;
+    }
+    if (!st->found)
+        return BC_OK;
+    const uint64_t *v = ev->v;
+    BC_CHILDREN(v, st->b, i) {
+        if (!bc_is_entry(v, i))
+            continue;
+        st->entries++;
+        for (size_t k = 3; k <= BC_COUNT(v, i); k++) /* the path: the fields after the module id */
+            if (v[i + k] > 255) {
+                snprintf(error, error_size, "a character above 255 in a string");
+                return BC_BAD;
+            }
+    }
+    return BC_OK;
+}
+
+/* Bits appended to a bc_text, least significant first, as bitcode._Writer packs them: fields of up to
+   32 bits go into acc, whole 32-bit words leave it as they fill. */
+typedef struct {
+    bc_text *t;
+    uint64_t acc;
+    unsigned n; /* the bits in acc, fewer than 32 between calls */
+} bc_bits;
+
+static inline void bc_bits_word(bc_bits *w) {
+    uint8_t b[4] = {(uint8_t)w->acc, (uint8_t)(w->acc >> 8), (uint8_t)(w->acc >> 16), (uint8_t)(w->acc >> 24)};
+    bc_put(w->t, b, 4);
+    w->acc >>= 32;
+}
+
+/* _Writer.fixed: x, below 2**n, as n <= 32 bits. */
+static inline void bc_bits_fixed(bc_bits *w, uint64_t x, unsigned n) {
+    w->acc |= x << w->n;
+    w->n += n;
+    if (w->n >= 32) {
+        bc_bits_word(w);
+        w->n -= 32;
+    }
+}
+
+/* _Writer.vbr: x as n-bit chunks, 2 <= n <= 32. */
+static inline void bc_bits_vbr(bc_bits *w, uint64_t x, unsigned n) {
+    uint64_t hi = (uint64_t)1 << (n - 1);
+    for (; x >= hi; x >>= n - 1)
+        bc_bits_fixed(w, (x & (hi - 1)) | hi, n);
+    bc_bits_fixed(w, x, n);
+}
+
+/* _Writer.align32: zeros to a 32-bit boundary. */
+static inline void bc_bits_align32(bc_bits *w) {
+    if (w->n) {
+        bc_bits_word(w);
+        w->acc = 0;
+        w->n = 0;
+    }
+}
+
+_Static_assert(OP_FIXED == 1 && OP_VBR == 2 && OP_ARRAY == 3 && OP_CHAR6 == 4 && OP_BLOB == 5,
+               "an operand's kind is its encoding in DEFINE_ABBREV");
+
+/* _Writer.abbrev: DEFINE_ABBREV of these operands, in a block whose abbreviation ids are `width` bits. */
+static void bc_bits_abbrev(bc_bits *w, const bc_op *ops, size_t n, unsigned width) {
+    bc_bits_fixed(w, 2, width);
+    bc_bits_vbr(w, n, 5);
+    for (size_t k = 0; k < n; k++) {
+        if (ops[k].kind == OP_LIT) {
+            bc_bits_fixed(w, 1, 1);
+            bc_bits_vbr(w, ops[k].value, 8);
+            continue;
+        }
+        bc_bits_fixed(w, 0, 1);
+        bc_bits_fixed(w, (uint64_t)ops[k].kind, 3);
+        if (ops[k].kind == OP_FIXED || ops[k].kind == OP_VBR)
+            bc_bits_vbr(w, ops[k].value, 5);
+    }
+}
+
+/* How relocate writes MODULE_STRTAB's records: bitcode._ENTRY_ABBREV (module id, path as a blob) and
+   _HASH_ABBREV (the hash's 32-bit words). */
+static const bc_op BC_ENTRY_ABBREV[3] = {{MST_ENTRY, OP_LIT}, {6, OP_VBR}, {0, OP_BLOB}};
+static const bc_op BC_HASH_ABBREV[3] = {{MST_HASH, OP_LIT}, {0, OP_ARRAY}, {32, OP_FIXED}};
+
+/* A new path: its bytes. */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} bc_name;
+
+/* Strtab.relocate: the stream bc_strtab_read read (into the events v and st) with its MODULE_STRTAB
+   written again, the k-th entry naming names[k] (st->entries of them), in out; the block's
+   sub-blocks are left out, as Strtab.records leaves them. Abbreviation ids narrower than 3 bits
+   cannot name the two abbreviations: every record is then unabbreviated (ids narrower than 2 bits
+   cannot name a record at all, so such a block has none). BC_OK; BC_BAD with why in error (no
+   MODULE_STRTAB block); BC_DEFER; BC_NOMEM. */
+static int bc_strtab_relocate(const uint8_t *data, size_t len, const uint64_t *v, const bc_strtab *st,
+                              const bc_name *names, bc_text *out, char *error, size_t error_size) {
+    error[0] = 0;
+    if (!st->found) {
+        snprintf(error, error_size, "no MODULE_STRTAB block");
+        return BC_BAD;
+    }
+    size_t b = st->b;
+    uint64_t width = v[b + 2], start = v[b + 4], end = v[b + 5];
+    unsigned wd = (unsigned)width;
+    int abbreviated = width >= 3;
+    size_t head = (size_t)(start / 8), tail = (size_t)(end / 8), k = 0;
+    bc_put(out, data, head);
+    bc_bits w = {out, 0, 0};
+    if (abbreviated) {
+        bc_bits_abbrev(&w, BC_ENTRY_ABBREV, 3, wd);
+        bc_bits_abbrev(&w, BC_HASH_ABBREV, 3, wd);
+    }
+    BC_CHILDREN(v, b, i) {
+        if (BC_IS_BEGIN(v, i))
+            continue;
+        size_t n = BC_COUNT(v, i);
+        const uint64_t *r = v + i + 1; /* the code, then the fields */
+        if (bc_is_entry(v, i)) {
+            const bc_name *name = &names[k++];
+            if (abbreviated) { /* abbreviation 4: the module id, the path's length, its bytes */
+                bc_bits_fixed(&w, 4, wd);
+                bc_bits_vbr(&w, r[1], 6);
+                bc_bits_vbr(&w, name->n, 6);
+                bc_bits_align32(&w);
+                bc_put(out, name->p, name->n);
+                bc_put(out, "\0\0\0", (0 - name->n) & 3);
+            } else { /* UNABBREV_RECORD: the code, the count, the module id, the path's bytes */
+                bc_bits_fixed(&w, 3, wd);
+                bc_bits_vbr(&w, MST_ENTRY, 6);
+                bc_bits_vbr(&w, (uint64_t)name->n + 1, 6);
+                bc_bits_vbr(&w, r[1], 6);
+                for (size_t j = 0; j < name->n; j++)
+                    bc_bits_vbr(&w, name->p[j], 6);
+            }
+            continue;
+        }
+        int fits = abbreviated && r[0] == MST_HASH && n > 1;
+        for (size_t j = 1; j < n && fits; j++)
+            fits = !(r[j] >> 32);
+        if (fits) { /* abbreviation 5: the count, then each word as 32 bits */
+            bc_bits_fixed(&w, 5, wd);
+            bc_bits_vbr(&w, n - 1, 6);
+            for (size_t j = 1; j < n; j++)
+                bc_bits_fixed(&w, r[j], 32);
+            continue;
+        }
+        bc_bits_fixed(&w, 3, wd); /* UNABBREV_RECORD: code, count, fields, all VBR6 */
+        bc_bits_vbr(&w, r[0], 6);
+        bc_bits_vbr(&w, n - 1, 6);
+        for (size_t j = 1; j < n; j++)
+            bc_bits_vbr(&w, r[j], 6);
+    }
+    bc_bits_fixed(&w, 0, wd); /* END_BLOCK */
+    bc_bits_align32(&w);
+    if (out->failed)
+        return BC_NOMEM;
+    uint64_t words = (out->n - head) / 4, old = (end - start) / 32;
+    bc_put(out, data + tail, len - tail);
+    if (out->failed)
+        return BC_NOMEM;
+    /* The length words of the blocks around it, then its own, each 32 bits before its start (enter_block),
+       all in the bytes before it. */
+    for (size_t a = 0; a <= st->naround; a++) {
+        uint8_t *p = (uint8_t *)out->p + (v[(a < st->naround ? st->around[a] : b) + 4] - 32) / 8;
+        uint64_t x = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+        if (x + words < old || x + words - old > UINT32_MAX)
+            return BC_DEFER;
+        x += words - old;
+        for (int j = 0; j < 4; j++)
+            p[j] = (uint8_t)(x >> (8 * j));
+    }
+    return BC_OK;
 }
 
 /* --- a module's facts --------------------------------------------------------------------------------
@@ -4192,6 +4424,124 @@ out:
     return result;
 }
 
+/* Strtab.of, compiled: strtab_paths(stream, want, BadBitcode), the paths of the entries of the stream's
+   MODULE_STRTAB (read as want, bitcode._STRTAB_WANT, says), each decoded as Strtab decodes it (UTF-8,
+   surrogate-escaped). Strtab.of and relocate each take microseconds: they keep the GIL. */
+static PyObject *bc_py_strtab_paths(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "strtab_paths(stream, want, BadBitcode)");
+        return NULL;
+    }
+    bc_py_want w;
+    Py_buffer view = {0};
+    PyObject *result = NULL;
+    if (bc_want_of(&w, args[1]) < 0 || PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        goto out;
+    bc_u64s ev = {0};
+    bc_strtab st;
+    char error[96];
+    int e = bc_strtab_read(view.buf, (size_t)view.len, &w.want, &ev, &st, error, sizeof error);
+    if (e == BC_OK) {
+        result = PyList_New((Py_ssize_t)st.entries);
+        bc_text path = {0};
+        size_t k = 0;
+        if (result && st.found) {
+            const uint64_t *v = ev.v;
+            BC_CHILDREN(v, st.b, i) {
+                if (!bc_is_entry(v, i))
+                    continue;
+                size_t n = BC_COUNT(v, i) - 2;
+                if (n > path.cap && bc_room(&path, n)) {
+                    PyErr_NoMemory();
+                    Py_CLEAR(result);
+                    break;
+                }
+                for (size_t j = 0; j < n; j++)
+                    path.p[j] = (char)v[i + 3 + j];
+                PyObject *s = PyUnicode_DecodeUTF8(n ? path.p : "", (Py_ssize_t)n, "surrogateescape");
+                if (!s) {
+                    Py_CLEAR(result);
+                    break;
+                }
+                PyList_SET_ITEM(result, (Py_ssize_t)k++, s);
+            }
+        }
+        bc_text_free(&path);
+    } else if (e == BC_BAD) {
+        PyErr_SetString(args[2], error);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(ev.v);
+out:
+    if (view.obj)
+        PyBuffer_Release(&view);
+    bc_py_want_free(&w);
+    return result;
+}
+
+/* Strtab.relocate, compiled: strtab_relocate(stream, want, names, BadBitcode), the stream with the
+   entries of its MODULE_STRTAB naming `names` (bytes, one an entry, in order), or NotImplemented
+   where the Python one must write it (bc_strtab_relocate's BC_DEFER). */
+static PyObject *bc_py_strtab_relocate(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "strtab_relocate(stream, want, names, BadBitcode)");
+        return NULL;
+    }
+    bc_py_want w;
+    Py_buffer view = {0};
+    PyObject *result = NULL, *seq = NULL;
+    bc_name *names = NULL;
+    bc_u64s ev = {0};
+    if (bc_want_of(&w, args[1]) < 0 || !(seq = PySequence_Fast(args[2], "strtab_relocate: names must be a list")) ||
+        PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        goto out;
+    bc_strtab st;
+    char error[96];
+    int e = bc_strtab_read(view.buf, (size_t)view.len, &w.want, &ev, &st, error, sizeof error);
+    if (e == BC_OK) {
+        size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+        if (n != st.entries) {
+            PyErr_Format(PyExc_ValueError, "strtab_relocate: %zu names for %zu paths", n, st.entries);
+            goto out;
+        }
+        if (!(names = malloc((n ? n : 1) * sizeof *names))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        for (size_t k = 0; k < n; k++) {
+            PyObject *name = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)k);
+            if (!PyBytes_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "strtab_relocate: a name that is not bytes");
+                goto out;
+            }
+            names[k].p = (const uint8_t *)PyBytes_AS_STRING(name);
+            names[k].n = (size_t)PyBytes_GET_SIZE(name);
+        }
+        bc_text moved = {0};
+        e = bc_strtab_relocate(view.buf, (size_t)view.len, ev.v, &st, names, &moved, error, sizeof error);
+        if (e == BC_OK)
+            result = PyBytes_FromStringAndSize(moved.p, (Py_ssize_t)moved.n);
+        else if (e == BC_DEFER)
+            result = Py_NewRef(Py_NotImplemented);
+        bc_text_free(&moved);
+    }
+    if (e == BC_BAD)
+        PyErr_SetString(args[3], error);
+    else if (e == BC_NOMEM)
+        PyErr_NoMemory();
+out:
+    free(names);
+    free(ev.v);
+    Py_XDECREF(seq);
+    if (view.obj)
+        PyBuffer_Release(&view);
+    bc_py_want_free(&w);
+    return result;
+}
+
 static PyMethodDef bc_methods[] = {
     {"read", (PyCFunction)(void (*)(void))bc_py_read, METH_FASTCALL,
      "read(stream, want, Node, Block, BadBitcode) -> Node: bitcode.read_python, compiled."},
@@ -4202,6 +4552,11 @@ static PyMethodDef bc_methods[] = {
     {"module_facts", (PyCFunction)(void (*)(void))bc_py_module_facts, METH_FASTCALL,
      "module_facts(stream, want, whole, interface_tables, irmodule_tables, BadBitcode) -> tuple, or NotImplemented "
      "where the Python one must run: modulefacts.read_python's parts, compiled."},
+    {"strtab_paths", (PyCFunction)(void (*)(void))bc_py_strtab_paths, METH_FASTCALL,
+     "strtab_paths(stream, want, BadBitcode) -> list of str: bitcode.Strtab.of's paths, compiled."},
+    {"strtab_relocate", (PyCFunction)(void (*)(void))bc_py_strtab_relocate, METH_FASTCALL,
+     "strtab_relocate(stream, want, names, BadBitcode) -> bytes, or NotImplemented where the Python one must "
+     "write it: bitcode.Strtab.relocate, compiled, each entry's new path given encoded, in order."},
     {NULL, NULL, 0, NULL},
 };
 

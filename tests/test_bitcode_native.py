@@ -243,10 +243,11 @@ FUZZ_RUNS = 20000
 
 
 def test_the_fuzz_target_finds_nothing(corpora, tmp_path):
-    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text and a module's
-    facts), built with libFuzzer and the address and undefined-behaviour sanitizers, run a bounded
-    number of times from a seed corpus of the suite's modules and shards and of hand-built shards
-    and modules: any crash, leak or undefined behaviour fails it (libFuzzer exits non-zero)."""
+    """dev/fuzz/bitcode_fuzz.c (the reader's core, then a shard's canonical text, a module's facts
+    and a shard's module paths rewritten), built with libFuzzer and the address and
+    undefined-behaviour sanitizers, run a bounded number of times from a seed corpus of the suite's
+    modules and shards and of hand-built shards and modules: any crash, leak or undefined
+    behaviour fails it (libFuzzer exits non-zero)."""
     tc = toolchain(22)
     binary = tmp_path / "bitcode_fuzz"
     built = subprocess.run([tc.clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",

@@ -292,7 +292,7 @@ def _relocated_field_by_field(shard: bytes, rename) -> bytes:
     """bitcode.relocate's bytes as LLVM's bitstream spells them, one field at a time through
     bitcode._Writer: each record's abbreviation id, then its operands in order (a blob's length,
     then its bytes between 32-bit boundaries; a hash's count, then its words)."""
-    strtab = bitcode.Strtab.of(shard)
+    strtab = bitcode.StrtabPython.of(shard)
     block = strtab.strtab.block
     w = bitcode._Writer()
     abbreviated = block.width >= 3

@@ -3,7 +3,8 @@
    an out-of-bounds access, undefined behaviour, a leak or a hang. The same bytes read whole
    then go through the shard's canonical text (bc_shard_text, with callbacks of C here), and
    through a module's facts (bc_module_facts, its reads as modulefacts.read asks them or, for
-   some inputs, under the input's Want), under the same rule.
+   some inputs, under the input's Want), and through a shard's module paths read and rewritten
+   (bc_strtab_read, bc_strtab_relocate), under the same rule.
 
    An input is four bytes that choose a Want, then the stream (from its magic on, as
    bitcode.bitstream() gives it; the reader starts at bit 32 and does not look at the magic).
@@ -193,6 +194,48 @@ static void module_facts(const uint8_t *data, size_t size, const bc_want *own, u
     bc_facts_out_free(&out);
 }
 
+/* bitcode._STRTAB_WANT's blocks, sorted. */
+static const uint64_t STRTAB_ENTER[] = {8, 19};
+
+/* The stream's MODULE_STRTAB as bitcode.Strtab reads it, then the stream with the block written again,
+   each entry naming bytes of a length the input chooses (lengths of one and two VBR6 chunks): a
+   refusal says why; the relocated stream is the input with whole words in the block's place, the
+   bytes after the block as they were. */
+static void strtab(const uint8_t *data, size_t size, uint8_t how) {
+    static uint8_t text[1100];
+    for (size_t k = 0; k < sizeof text; k++)
+        text[k] = (uint8_t)(k * 41 + 7); /* bytes that are not UTF-8 among them */
+    bc_want want = {0, SET(STRTAB_ENTER), {NULL, 0}, NULL, 0, 1};
+    bc_u64s events = {0};
+    bc_strtab st;
+    char error[96];
+    int e = bc_strtab_read(data, size, &want, &events, &st, error, sizeof error);
+    if (e == BC_OK) {
+        bc_name *names = malloc((st.entries ? st.entries : 1) * sizeof *names);
+        if (!names)
+            abort();
+        for (size_t k = 0; k < st.entries; k++) {
+            names[k].p = text;
+            names[k].n = (k * 37 + how) % (how & 1 ? sizeof text : 40);
+        }
+        bc_text out = {0};
+        e = bc_strtab_relocate(data, size, events.v, &st, names, &out, error, sizeof error);
+        if (e == BC_OK) {
+            size_t tail = size - (size_t)(events.v[st.b + 5] / 8);
+            if (out.failed || ((out.n - size) & 3) || out.n < tail ||
+                memcmp(out.p + out.n - tail, data + size - tail, tail))
+                abort();
+        } else if ((e == BC_BAD && !error[0]) || (e != BC_BAD && e != BC_DEFER && e != BC_NOMEM)) {
+            abort();
+        }
+        bc_text_free(&out);
+        free(names);
+    } else if (e == BC_BAD && !error[0]) {
+        abort();
+    }
+    free(events.v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4)
         return 0;
@@ -229,5 +272,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(out.v);
     shard_text(data + 4, size - 4, how);
     module_facts(data + 4, size - 4, &want, (how >> 5) & 1 ? (how >> 6) & 3 : 0);
+    strtab(data + 4, size - 4, how ^ key_bits);
     return 0;
 }

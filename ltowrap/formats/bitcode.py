@@ -23,7 +23,8 @@ compile will read, and lld writes whatever paths it was given: ltowrap's store p
 lld's own temporary names for archive members under DTLTO (`libb.a(b.o at 80).2.5CF1.o`,
 different for every link). The native object depends on the modules' contents, not on their
 paths. A remote backend compile runs in another directory, where the shard's absolute store
-paths do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths.
+paths do not exist: relocate() rewrites its MODULE_STRTAB block with other module paths (Strtab:
+in C when the compiled reader is built, StrtabPython the reference).
 """
 
 from __future__ import annotations
@@ -729,8 +730,9 @@ def module_paths(shard: bytes) -> list[str]:
 def relocate(shard: bytes, rename: Callable[[str], str]) -> bytes:
     """The shard with each module path p recorded as rename(p); BadBitcode if unreadable.
 
-    Only MODULE_STRTAB changes: it is written again with unabbreviated records (which every
-    reader accepts) and the length words of it and of the blocks around it are adjusted.
+    Only MODULE_STRTAB changes: it is written again (a path as a blob and a hash as 32-bit
+    words, through two abbreviations of its own; any other record unabbreviated) and the length
+    words of it and of the blocks around it are adjusted.
     Blocks are 32-bit aligned and a combined index holds no absolute offsets, so
     everything else is kept byte for byte.
     """
@@ -739,7 +741,37 @@ def relocate(shard: bytes, rename: Callable[[str], str]) -> bytes:
 
 class Strtab:
     """A shard's MODULE_STRTAB, read once: its paths, and the shard relocated (remote/action.py
-    needs both, the paths to rank them before it renames them)."""
+    needs both, the paths to rank them before it renames them).
+
+    Read and written in C (ltowrap._bitcode.strtab_paths and strtab_relocate, from the decoded
+    stream) when the compiled reader runs (bitcode.implementation()), else by StrtabPython, the
+    reference: the same paths, the same bytes, the same BadBitcode, and rename asked the same
+    paths in the same order. The C one hands a shard it does not write (one whose length words
+    would outgrow 32 bits) to StrtabPython."""
+
+    def __init__(self, stream: bytes, paths: list[str], native: ModuleType) -> None:
+        self.stream, self.paths, self._native = stream, paths, native
+
+    @classmethod
+    def of(cls, shard: bytes) -> Strtab:
+        native = _native  # read at the call: LTOWRAP_NATIVE, bench/reader.py
+        if native is None or not hasattr(native, "strtab_relocate"):
+            return StrtabPython.of(shard)
+        stream = bitstream(shard)
+        return cls(stream, native.strtab_paths(stream, _STRTAB_WANT, BadBitcode), native)
+
+    def relocate(self, rename: Callable[[str], str]) -> bytes:
+        names = [rename(path).encode("utf-8", "surrogateescape") for path in self.paths]
+        shard = self._native.strtab_relocate(self.stream, _STRTAB_WANT, names, BadBitcode)
+        if shard is NotImplemented:  # the Python one writes it, the same names decoded (encoded again: the same bytes)
+            again = iter(names)
+            return StrtabPython.of(self.stream).relocate(lambda _: next(again).decode("utf-8", "surrogateescape"))
+        return shard
+
+
+class StrtabPython(Strtab):
+    """Strtab, in Python: the reference the compiled one is held to. It keeps the tree it read
+    (the block, the blocks around it, its records), which its relocate() writes from."""
 
     def __init__(self, stream: bytes, parents: list[Block], strtab: Node | None) -> None:
         self.stream, self.parents, self.strtab = stream, parents, strtab
@@ -753,7 +785,7 @@ class Strtab:
             raise BadBitcode("a character above 255 in a string") from None
 
     @classmethod
-    def of(cls, shard: bytes) -> Strtab:
+    def of(cls, shard: bytes) -> StrtabPython:
         stream = bitstream(shard)
         found: list[tuple[list[Block], Node]] = []
 
