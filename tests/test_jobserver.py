@@ -62,9 +62,16 @@ def test_interrupted_link_leaves_nothing_behind(project, tmp_path, tc22, sig):
     # Under a shell, as make runs it: the shell reports the link's own end as 128 + the signal.
     # The link takes the signal's default action, as under make in a terminal, even when the suite
     # itself was started where SIGINT is ignored (a background job of a shell without job control).
-    proc = subprocess.Popen(["sh", "-c", '"$@"; echo "status $?"', "sh", wrapper("ltowrap-clang"), "-fuse-ld=lld",
-                             "-o", "a", *objs], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
+    # The child inherits the disposition set here for its start, not in a preexec_fn: Python run
+    # in a forked child of this process, which earlier tests left with grpc's threads, can die
+    # there (SIGABRT) before it execs.
+    before = signal.signal(sig, signal.SIG_DFL)
+    try:
+        proc = subprocess.Popen(["sh", "-c", '"$@"; echo "status $?"', "sh", wrapper("ltowrap-clang"), "-fuse-ld=lld",
+                                 "-o", "a", *objs], cwd=project, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(sig, before)
     # Both compiles running: the link holds its implicit slot and the pool's one token.
     wait_until(lambda: len(backend_pids(marker)) >= 2, 30, "two backend compiles at once", running=[proc])
     # The clang driver we start forks the wrapper's ld.lld entry; signal that whole group's link.
