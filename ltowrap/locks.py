@@ -143,14 +143,6 @@ class LockDir:
             return True
         return self.watch(self.path) and self._try(name)
 
-    def lock(self, name: str) -> bool:
-        """Take lock `name`, waiting in flock() as long as another process holds it; True if it had to wait."""
-        waited = False
-        while not self._try(name):
-            waited = True
-            fcntl.flock(self._fds[name], fcntl.LOCK_EX)  # _try then checks it is still the file named
-        return waited
-
     def _try(self, name: str) -> bool:
         if name in self._held:
             return True
@@ -287,9 +279,6 @@ class Claims:
 
     def release(self, kind: str, key: str) -> None:
         self._let_go(self.name(kind, key))
-
-    def forget(self, kind: str, key: str) -> None:
-        """Stop trying the claim: a try leaves nothing to close (kept for callers that pair it with a wait)."""
 
     def fds(self) -> list[int]:
         return self.locks.waker(self.path).fds()

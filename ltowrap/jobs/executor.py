@@ -230,7 +230,7 @@ class Executor:
             if self.far is not None:
                 self.far.close()
             self.here.close()
-            self.store.let_go(aside)
+            self.store.let_go()
         if failures:
             raise failures[0]
 

@@ -69,14 +69,10 @@ class Store:
             self._let_go(OBJECTS, state.key)
         self._let_go(CONTENT, state.content)
 
-    def let_go(self, aside: list[JobState]) -> None:
-        """The run is over: every claim let go, and the waits on other processes' claims forgotten."""
+    def let_go(self) -> None:
+        """The run is over: every claim let go (a wait on another process's claim leaves nothing open)."""
         for kind, name in list(self.claimed):
             self._let_go(kind, name)
-        for state in aside:
-            self.cache.claims.forget(CONTENT, state.content)
-            if state.key is not None:
-                self.cache.claims.forget(OBJECTS, state.key)
 
     def _take(self, kind: str, name: str) -> bool:
         if (kind, name) in self.claimed:
