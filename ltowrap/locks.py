@@ -22,8 +22,10 @@ inode); at its death the kernel closes its descriptor, which was open for writin
 Waker is select()ed together with the executor's pidfds and make's jobserver. A waiter keeps
 its descriptors open between tries (a failed try closes nothing), so each IN_CLOSE_WRITE
 is a release, a death or a process leaving, never another waiter's retry: waiters cannot
-wake each other in a loop. Without inotify (none left for this user: max_user_instances)
-the wait falls back to a timeout, POLL seconds.
+wake each other in a loop. A waiter also tries again every BACKSTOP seconds: the event of a
+holder's close comes just before the kernel drops its locks (see BACKSTOP), and a holder
+may let go without a close at all. Without inotify (none left for this user:
+max_user_instances) the wait falls back to a timeout, POLL seconds.
 
 Older ltowrap versions made a claim a file `<kind>-<key>` held with flock(); `sweep` removes
 those its dead holders left. An older and a newer version sharing one cache at once do not
@@ -48,6 +50,11 @@ from . import fsutil
 from .cachedirs import LOCKS
 
 POLL = 0.25  # seconds between tries when inotify cannot be had
+# Seconds between tries with inotify: a backstop for a wake that comes too early. The kernel
+# queues a close's inotify event just before it drops the locks the closed file held, so a
+# waiter that tries again in that instant finds the lock still taken and waits for the next
+# event; without a backstop, a release that was the last event would leave it waiting forever.
+BACKSTOP = 2.0
 CLAIMS = "claims"  # the file whose bytes are the claims (see the module doc)
 
 # struct flock: l_type, l_whence, l_start, l_len, l_pid, padded to its alignment (LP64 Linux: 32 bytes).
@@ -111,8 +118,8 @@ class Waker:
         return [self._inotify.fileno()] if self._inotify is not None else []
 
     @property
-    def timeout(self) -> float | None:
-        return None if self._inotify is not None and not self._blind else POLL
+    def timeout(self) -> float:
+        return BACKSTOP if self._inotify is not None and not self._blind else POLL
 
     def drain(self) -> None:
         """Forget the events so far: the caller tries its locks again after this."""

@@ -195,8 +195,8 @@ class Executor:
         no slot, then takes the object from the cache, or compiles it itself if that
         process died or failed. One select() waits for a child to end (its pidfd), a slot
         to come free (make's jobserver readable, or the lock directory's Waker), a claim
-        to be let go (the Waker too) or a remote answer (remote.execute.Wake): nothing is
-        polled while inotify is available. A slot a compile frees takes the next job before
+        to be let go (the Waker too, with its backstop: locks.BACKSTOP) or a remote answer
+        (remote.execute.Wake). A slot a compile frees takes the next job before
         that compile's object is checked and stored (and keyed, if it started before its key).
         """
         queue = list(reversed(pending))  # pop() takes the heaviest first
