@@ -313,6 +313,14 @@ def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple
     return h.hexdigest()
 
 
+def ltowrap_identity() -> str:
+    """ltowrap's own version and the stat identity of its package's `__init__.py`, which every
+    install writes anew: a restored link is what this ltowrap would link, not an older one."""
+    from . import __file__ as init, __version__
+
+    return f"{__version__}\0{stamp([init])}"
+
+
 def link_memo_key(linker: str, compiler: str, env: Iterable[tuple[str, str]], cwd: str, argv: list[str],
                   resolved: Iterable[str], settings: Iterable[tuple[str, str]]) -> str:
     """The fixed part of a link memo key, known before the link reads anything:
@@ -323,11 +331,12 @@ def link_memo_key(linker: str, compiler: str, env: Iterable[tuple[str, str]], cw
     - the final ld.lld argv, as the driver gave it;
     - where each input resolved (`-lfoo` -> the file lld's search found): a library that
       appears earlier in the search path changes the link without changing any file read;
-    - every ltowrap setting that changes the output.
+    - every ltowrap setting that changes the output, and ltowrap's own identity.
     The files the link read are the manifest's (link_result_key).
     """
     h = Hasher()
     h.field("memo", "link")
+    h.field("ltowrap", ltowrap_identity())
     h.field("ld", linker)
     h.field("compiler", compiler)
     for name, value in env:
@@ -349,12 +358,13 @@ def link_direct_key(driver_argv: list[str], cwd: str, env: Iterable[tuple[str, s
       backends and lld read (with driver_line_key's, they choose the final ld.lld argv);
     - the stat identity of the driver's files, of the real ld.lld and of the backend clang's
       files (in link_memo_key by linker_identity and compiler_identity);
-    - every ltowrap setting that changes the output (as in link_memo_key).
+    - every ltowrap setting that changes the output, and ltowrap's identity (as in link_memo_key).
     What the link memo's own keys take from files on disk (the driver line's crt files and
     directories, where each -l resolves, every file the link read) the entry holds, and a
     lookup checks again."""
     h = Hasher()
     h.field("memo", "direct")
+    h.field("ltowrap", ltowrap_identity())
     h.field("argv", "\0".join(driver_argv))
     h.field("cwd", cwd)
     for name, value in env:

@@ -306,3 +306,30 @@ def test_a_restored_link_loads_none_of_the_link_stages(tmp_path, tc22):
     package = Path(__file__).resolve().parent.parent / "ltowrap"
     inits = [package.joinpath(*m.split(".")[1:], "__init__.py") for m in hit if m.startswith("ltowrap.")]
     assert [str(i) for i in inits if i.is_file() and i.read_text()] == []
+
+
+def test_another_ltowrap_install_or_version_restores_nothing(tmp_path, monkeypatch):
+    """The memo's keys take ltowrap's identity: a reinstall (its `__init__.py` written anew) or
+    another version misses, so a link an older ltowrap made is not restored by a newer one."""
+    import os
+
+    import ltowrap
+    from ltowrap import cachekey
+
+    init = tmp_path / "__init__.py"
+    init.write_text("# ltowrap\n")
+    monkeypatch.setattr(ltowrap, "__file__", str(init))
+
+    def keys() -> tuple[str, str]:
+        return (cachekey.link_memo_key("ld", "cc", [], "/w", ["ld.lld", "a.o"], [], []),
+                cachekey.link_direct_key(["clang", "a.o"], "/w", [], "tools", []))
+
+    first = keys()
+    assert keys() == first
+    again = tmp_path / "new"
+    again.write_text("# ltowrap\n")
+    os.replace(again, init)  # what an install does: the same text, a new file
+    reinstalled = keys()
+    assert all(a != b for a, b in zip(first, reinstalled))
+    monkeypatch.setattr(ltowrap, "__version__", "0.0.0-other")
+    assert all(a != b for a, b in zip(reinstalled, keys()))
