@@ -7,14 +7,15 @@ readable, and the locks are tried again after that drain as after any other.
 
 from __future__ import annotations
 
+import io
 import os
 import select
 from types import SimpleNamespace
 
-from ltowrap import locks, proc
-from ltowrap.jobs.executor import Executor
-from ltowrap.jobs.local import LocalSide
-from ltowrap.jobs.slots import Local
+from ltowrap import locks, log, proc, progress
+from ltowrap.jobs.executor import Executor, Outcome
+from ltowrap.jobs.local import LocalSide, Running
+from ltowrap.jobs.slots import Local, Ticket
 
 
 def test_a_wait_says_whether_something_besides_a_child_woke_it():
@@ -67,3 +68,36 @@ def test_a_drain_forgets_every_event_queued_and_does_not_block_when_none_is(tmp_
     os.close(os.open(tmp_path / "f0", os.O_WRONLY))
     assert select.select(waker.fds(), [], [], 0)[0] == waker.fds()  # it still watches
     waker.close()
+
+
+def test_what_a_compile_printed_is_read_back_and_its_log_closed():
+    for text in ("", "warning: something\n"):
+        fd = os.memfd_create("printed", os.MFD_CLOEXEC)
+        os.write(fd, text.encode())
+        running = Running(proc.Child(0), None, 0.0, Ticket(), fd)  # type: ignore[arg-type]
+        assert running.printed() == text
+        assert running.out_fd == -1
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        raise AssertionError("the log was not closed")
+
+
+def test_the_progress_line_counts_the_modules_done_and_cached():
+    stream = io.StringIO()
+    bar = progress.Progress("prog", 3, stream)
+    for cached in (True, False, True):
+        bar.one_more(cached)
+    lines = stream.getvalue().split("\r\x1b[K")[1:]
+    assert [line.split("  ")[1:3] for line in lines] == [
+        ["1/3 modules", "(1 cached)"], ["2/3 modules", "(1 cached)"], ["3/3 modules", "(2 cached)"]]
+
+
+def test_each_outcome_moves_the_progress_line_on():
+    stream = io.StringIO()
+    executor = SimpleNamespace(outcomes=[], res=SimpleNamespace(progress=progress.Progress("prog", 2, stream)))
+    for source in (log.Source.CACHED, log.Source.COMPILED):
+        Executor._done(executor, Outcome(None, source, 0.0, 0.0))  # type: ignore[arg-type]
+    assert len(executor.outcomes) == 2
+    assert stream.getvalue().split("\r\x1b[K")[-1].startswith("ltowrap: prog  2/2 modules  (1 cached)")

@@ -123,7 +123,7 @@ class Executor:
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
         if self.res.progress:
-            self.res.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+            self.res.progress.one_more(outcome.cached)
 
     def _compiled(self, child: Running, end: float) -> Outcome:
         state = child.state

@@ -36,8 +36,11 @@ class Running:
     out: str = ""  # what it printed, read once it ended (LocalSide.ended)
 
     def printed(self) -> str:
-        """What it printed (it has ended); its log is closed."""
+        """What it printed (it has ended); its log is closed. Most compiles print nothing: then
+        the log's size says so, and it is not read."""
         try:
+            if not os.fstat(self.out_fd).st_size:
+                return ""
             os.lseek(self.out_fd, 0, os.SEEK_SET)
             return fsutil.read_all(self.out_fd).decode("utf-8", "replace")
         finally:
