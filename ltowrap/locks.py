@@ -56,6 +56,8 @@ POLL = 0.25  # seconds between tries when inotify cannot be had
 # event; without a backstop, a release that was the last event would leave it waiting forever.
 BACKSTOP = 2.0
 CLAIMS = "claims"  # the file whose bytes are the claims (see the module doc)
+_DRAIN_BYTES = 65536  # what Waker.drain reads at once
+_EVENT_MAX = 16 + 256  # the largest inotify event: its header and a name of NAME_MAX bytes, padded
 
 # struct flock: l_type, l_whence, l_start, l_len, l_pid, padded to its alignment (LP64 Linux: 32 bytes).
 _FLOCK = struct.Struct("hhqqi0q")
@@ -122,9 +124,16 @@ class Waker:
         return BACKSTOP if self._inotify is not None and not self._blind else POLL
 
     def drain(self) -> None:
-        """Forget the events so far: the caller tries its locks again after this."""
-        if self._inotify is not None:
-            self._inotify.read(timeout=0)
+        """Forget the events so far: the caller tries its locks again after this. They are read
+        and dropped unparsed (the descriptor does not block): which lock it was does not matter."""
+        if self._inotify is None:
+            return
+        fd = self._inotify.fileno()
+        try:
+            while len(os.read(fd, _DRAIN_BYTES)) > _DRAIN_BYTES - _EVENT_MAX:  # a full read: more may be queued
+                pass
+        except BlockingIOError:  # nothing (more) queued
+            pass
 
     def close(self) -> None:
         if self._inotify is not None:

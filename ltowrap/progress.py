@@ -25,6 +25,14 @@ class Progress:
     stream: TextIO = sys.stderr
     start: float = field(default_factory=time.time)
     shown: bool = False
+    done: int = 0  # modules done so far
+    cached: int = 0  # of which cached
+
+    def one_more(self, cached: bool) -> None:
+        """One more module done (cached or not): the line shows it."""
+        self.done += 1
+        self.cached += cached
+        self.update(self.done, self.cached)
 
     def update(self, done: int, cached: int) -> None:
         line = f"ltowrap: {self.name}  {done}/{self.total} modules  ({cached} cached)  {time.time() - self.start:.1f} s"

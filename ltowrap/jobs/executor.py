@@ -123,7 +123,7 @@ class Executor:
     def _done(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
         if self.res.progress:
-            self.res.progress.update(len(self.outcomes), sum(o.cached for o in self.outcomes))
+            self.res.progress.one_more(outcome.cached)
 
     def _compiled(self, child: Running, end: float) -> Outcome:
         state = child.state
@@ -356,12 +356,12 @@ class Executor:
         return again
 
     def _wait(self, for_slot: bool, for_claims: bool, busy: bool) -> list[Running]:
-        """Wait for a child to end, for a slot or a claim to be let go, or for a remote answer
-        (busy: only look); returns the children that ended."""
+        """Wait for a child to end, a slot or claim let go, or a remote answer (busy: only look); who ended."""
         claims = self.cache.claims
         fds, timeouts = (claims.fds(), [claims.timeout]) if for_claims else ([], [])
-        ended = self.here.wait(for_slot, fds + (self.far.fds() if self.far is not None else []), timeouts, busy)
-        self.cache.locks.drain()
+        ended, woken = self.here.wait(for_slot, fds + (self.far.fds() if self.far is not None else []), timeouts, busy)
+        if woken:  # forgotten before the locks are tried again (unread, they wake the next wait that looks)
+            self.cache.locks.drain()
         return ended
 
     # --- a compile's result -------------------------------------------------------------------

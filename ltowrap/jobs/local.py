@@ -36,8 +36,11 @@ class Running:
     out: str = ""  # what it printed, read once it ended (LocalSide.ended)
 
     def printed(self) -> str:
-        """What it printed (it has ended); its log is closed."""
+        """What it printed (it has ended); its log is closed. Most compiles print nothing: then
+        the log's size says so, and it is not read."""
         try:
+            if not os.fstat(self.out_fd).st_size:
+                return ""
             os.lseek(self.out_fd, 0, os.SEEK_SET)
             return fsutil.read_all(self.out_fd).decode("utf-8", "replace")
         finally:
@@ -117,10 +120,12 @@ class LocalSide:
         child.drop()
         self.gate.give(child.ticket)
 
-    def wait(self, for_slot: bool, others: list[int], timeouts: list[float | None], busy: bool) -> list[Running]:
+    def wait(self, for_slot: bool, others: list[int], timeouts: list[float | None],
+             busy: bool) -> tuple[list[Running], bool]:
         """Wait for a child to end, for a slot (if there is room for one), or for one of `others`
         to be readable, as long as the shortest of `timeouts` (None: no limit) or not at all
-        (busy: only look); returns the children that ended, taken out of `running`."""
+        (busy: only look); returns the children that ended, taken out of `running`, and whether
+        anything else was readable (a slot's or a claim's Waker, a remote answer)."""
         fds = list(self.running)
         timeouts = list(timeouts)
         if for_slot and len(self.running) < self.jobs:
@@ -129,7 +134,8 @@ class LocalSide:
         fds += others
         timeout = 0 if busy else min((t for t in timeouts if t is not None), default=None)
         ready, _, _ = select.select(fds, [], [], POLL if not fds and timeout is None else timeout)
-        return [self.running.pop(fd) for fd in ready if fd in self.running]
+        ended = [self.running.pop(fd) for fd in ready if fd in self.running]
+        return ended, len(ended) < len(ready)
 
     def ended(self, child: Running) -> tuple[Running, int, float]:
         """A child ended (no longer in `running`): its exit code and end, its slot given back,
