@@ -98,3 +98,17 @@ def test_a_copied_hasher_goes_on_from_what_it_held_and_leaves_it_as_it_was():
     assert (first.hexdigest(), first.dump) == recipe(("compiler", "x"), ("argv", "1"), debug=True)
     assert (second.hexdigest(), second.dump) == recipe(("compiler", "x"), ("argv", "2"), debug=True)
     assert (prefix.hexdigest(), prefix.dump) == recipe(("compiler", "x"), debug=True)
+
+
+def test_a_module_the_plan_cannot_read_whole_is_unsupported_with_why(tmp_path):
+    """plan reads a bitcode input in one read; one it cannot read is an unreadable input (the
+    link falls back), not an error of ltowrap's."""
+    import pytest
+
+    from ltowrap.errors import Unsupported
+    from ltowrap.stages import plan
+
+    (tmp_path / "m.o").write_bytes(b"BC\xc0\xde rest")
+    assert plan._read(str(tmp_path / "m.o")) == b"BC\xc0\xde rest"
+    with pytest.raises(Unsupported, match="cannot read .*gone.o.*No such file"):
+        plan._read(str(tmp_path / "gone.o"))
