@@ -3,15 +3,15 @@
 Layout under the cache directory (created 0700, files 0600; the names are cachedirs.py's):
     m/<pos>-<digest>.o  bitcode modules and archive members, named by link position and the xxh3-128 of their
                         bytes: the thin-link sees its modules under these paths
-    o/xx/<key>          backend objects                   entries (below), payload: the object
-    t/xx/<key>          thin-link records                 entries, data: the shards, imports, regular-LTO object
-    l/xx/<key>          link memo: manifests, direct      entries, data (linkmemo.py, linkdirect.py)
+    o/<key>             backend objects                   entries (below), payload: the object
+    t/<key>             thin-link records                 entries, data: the shards, imports, regular-LTO object
+    l/<key>             link memo: manifests, direct      entries, data (linkmemo.py, linkdirect.py)
                         entries; whole links' outputs     entries, payload: the outputs, then stdout, stderr
-    c/xx/<key>          facts kept under what they depend entries, data: `clang --version` under the stat
+    c/<key>             facts kept under what they depend entries, data: `clang --version` under the stat
                         on                                identity of the compiler's files (cachekey), lld's
                                                           facts, options a clang rejects, a module's interface
                                                           digest and inline assembly under its content digest
-    d/xx/<key>          the driver's link line            entries, data (driverline.py)
+    d/<key>             the driver's link line            entries, data (driverline.py)
     r/xx/<digest>       per-module compile options (optrecords.py; the sh entry writes them too): not entries,
                         the arguments NUL-terminated; not trimmed by size
     stats/              counters (stats.py)
@@ -188,11 +188,14 @@ class Cache:
             self._locks.close()
 
     def path(self, kind: str, key: str, suffix: str = "") -> str:
-        if kind == MODULES:
-            # Flat: each link's shard directory mirrors this layout, and every directory a
-            # link creates (and removes) costs milliseconds on a discard-mounted ext4.
-            return os.path.join(self.root, kind, key + suffix)
-        return os.path.join(self.root, kind, key[:2], key + suffix)
+        """Where the entry of this kind and key is: every kind is one flat directory. A cold
+        link makes an entry or two a module; spread over 256 subdirectories each, a new
+        cache's first link made a directory for almost every entry, and a directory costs
+        its creation and then its first file's block besides the entry's own inode (each
+        link's shard directory mirrors m/ too). An entry of the older, fanned-out layout
+        (o/xx/<key>) is not found, so it is a plain miss: it is trimmed as it ages (files(),
+        trim() walk every level), and no entry of that layout can be read as one of this."""
+        return os.path.join(self.root, kind, key + suffix)
 
     def tmp_dir(self) -> str:
         d = os.path.join(self.root, TMP)
@@ -280,23 +283,30 @@ class Cache:
         module's key.
         """
         path = self.path(MODULES, name, suffix)
+        absent = False
         try:
             if fsutil.read_nofollow(path) == data:
                 os.utime(path)
                 return path, False
             self.stats.add("bad_entries")
+        except FileNotFoundError:
+            absent = True  # nothing there to replace: _write need not look again
         except OSError:
             pass
         # Raised as it came (ENOSPC, EROFS, ...): the link cannot go on without its module,
         # and the pipeline tells a cache it cannot write from a bad input by the errno.
-        self._write(path, data, raise_error=True)
+        self._write(path, data, raise_error=True, absent=absent)
         return path, True
 
-    def _write(self, path: str, blob: bytes, raise_error: bool = False) -> bool:
-        try:
-            replaced = os.lstat(path).st_size  # an entry written anew (a memo's manifests): its bytes go
-        except OSError:
-            replaced = None
+    def _write(self, path: str, blob: bytes, raise_error: bool = False, absent: bool = False) -> bool:
+        """Write an entry (atomically) and count it; `absent`: the caller just found nothing at
+        `path` (else what is there is counted as replaced)."""
+        replaced = None
+        if not absent:
+            try:
+                replaced = os.lstat(path).st_size  # an entry written anew (a memo's manifests): its bytes go
+            except OSError:
+                pass
         try:
             fsutil.atomic_write(path, blob)
         except OSError as e:

@@ -154,6 +154,14 @@ class Hasher:
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
+    def copy(self) -> Hasher:
+        """A hasher holding what this one took in (and its dump), to go on from: the fields
+        every key of a run starts with are hashed once (backend_prefix), then copied per key."""
+        other = Hasher.__new__(Hasher)
+        other._h = self._h.copy()
+        other.dump = None if self.dump is None else list(self.dump)
+        return other
+
 
 # --- the tools -----------------------------------------------------------------------------------
 
@@ -247,9 +255,20 @@ def shard_identity(shard: bytes, digest_of: Callable[[str], str], module: str | 
     return "shardkey:" + digest_bytes(text.encode("utf-8", "surrogateescape"))
 
 
-def backend_key(compiler: str, env: Iterable[tuple[str, str]], argv: list[str], module_digest: str, shard: str,
-                side: Iterable[tuple[str, str]], debug: bool = False) -> tuple[str, list[str] | None]:
-    """The key of one backend compile, and (debug) the dump of what went in:
+def backend_prefix(compiler: str, env: Iterable[tuple[str, str]], debug: bool = False) -> Hasher:
+    """backend_key's first fields, the same for every compile of a run (the version, the
+    compiler and the environment it reads): made once a run, the prefix of each of its keys."""
+    h = Hasher(debug)
+    h.field("compiler", compiler)
+    for name, value in env:
+        h.field(f"env:{name}", value)
+    return h
+
+
+def backend_key(prefix: Hasher, argv: list[str], module_digest: str, shard: str,
+                side: Iterable[tuple[str, str]]) -> tuple[str, list[str] | None]:
+    """The key of one backend compile, and (debug) the dump of what went in; `prefix` is
+    backend_prefix's (left as it is: each key goes on from a copy):
     - the cache format version (Hasher);
     - the compiler: its --version text, the identity of its files and its config files'
       contents (compiler_identity), and the environment variables it reads
@@ -263,10 +282,7 @@ def backend_key(compiler: str, env: Iterable[tuple[str, str]], argv: list[str], 
     - what else the compile reads (sideinputs.py: files its options name, files the inline
       assembly of its modules reads, the host CPU for -march=native), each as (tag, value).
     """
-    h = Hasher(debug)
-    h.field("compiler", compiler)
-    for name, value in env:
-        h.field(f"env:{name}", value)
+    h = prefix.copy()
     h.field("argv", "\0".join(argv[1:]))
     h.field("module", module_digest)
     h.field("shard", shard)

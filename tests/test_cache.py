@@ -359,3 +359,43 @@ def test_structured_payloads_are_one_format_and_a_bad_one_is_a_counted_miss(tmp_
     old = Path(c.path("c", "k1"))
     old.write_bytes(b"LTOWRAP2" + old.read_bytes()[8:])
     assert c.get_data("c", "k1", lambda d: d) is None and counts.counts["bad_entries"] == 2
+
+
+def test_entries_are_files_right_under_their_kind_and_the_fanned_out_layout_is_a_plain_miss(tmp_path):
+    """Every kind is one flat directory (a new cache's link makes no directory per entry); an
+    entry an older ltowrap left under o/xx/ is not read (a plain miss, not a bad entry) and
+    is still trimmed."""
+    from ltowrap import cache, stats
+
+    counts = stats.Stats()
+    root = tmp_path / "cache"
+    c = cache.Cache(str(root), counts)
+    key = "ab" + "0" * 30
+    for kind in ("o", "t", "l", "c", "d"):
+        assert c.path(kind, key) == str(root / kind / key)
+        assert c.put(kind, key, {}, b"payload")
+        assert sorted(p.name for p in (root / kind).iterdir()) == [key]
+        entry = c.get(kind, key)
+        assert entry is not None and entry.payload == b"payload"
+    old = root / "o" / "cd" / ("cd" + "1" * 30)
+    old.parent.mkdir()
+    old.write_bytes(cache.encode({"key": old.name}, b"older"))
+    assert c.get("o", old.name) is None and "bad_entries" not in counts.counts
+    assert str(old) in [p for _, _, p in c.files()]
+    assert c.trim(0) == 6 and not old.exists()
+
+
+def test_a_module_stored_anew_counts_what_it_replaced_and_a_new_one_nothing(tmp_path):
+    from ltowrap import cache, stats
+
+    counts = stats.Stats()
+    c = cache.Cache(str(tmp_path / "cache"), counts)
+    path, new = c.store_module("000000-aa", b"BC\xc0\xde one")
+    assert new and Path(path).read_bytes() == b"BC\xc0\xde one"
+    assert counts.counts == {"bytes_added": 8, "files_added": 1}
+    Path(path).write_bytes(b"damaged")
+    assert c.store_module("000000-aa", b"BC\xc0\xde one") == (path, True)
+    assert counts.counts == {"bytes_added": 16, "files_added": 2, "bad_entries": 1, "bytes_removed": 7,
+                             "files_removed": 1}
+    assert c.store_module("000000-aa", b"BC\xc0\xde one") == (path, False)
+    assert counts.counts["files_added"] == 2

@@ -114,7 +114,7 @@ def test_record_less_backend_argv_says_what_the_module_says(project, tmp_path, t
 def backend_argvs(cache: Path) -> dict[str, list[str]]:
     """Module -> the backend argv its key dump (LTOWRAP_DEBUG=1) records."""
     found = {}
-    for dump in cache.glob("o/*/*.key.txt"):
+    for dump in cache.glob("o/*.key.txt"):
         lines = dump.read_text().splitlines()  # `module: <origin>` first; later `module: <digest>`
         argv = next(line for line in lines if line.startswith("argv: "))
         found[lines[0].split(": ", 1)[1]] = argv[len("argv: "):].split("\0")

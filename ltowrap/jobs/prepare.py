@@ -86,6 +86,8 @@ class JobState:
     content: str = ""  # its claim's name before its key (Preparer.content), from Stage.COMMAND on
     shard_identity: str | None = None  # cachekey.shard_identity of its shard, once its key needed it
     argv: list[str] = field(default_factory=list)  # its backend command line, from Stage.COMMAND on
+    # The same line with the module, shard and output as PLACEHOLDERS (what its claim and key take), from Stage.COMMAND on
+    line: list[str] = field(default_factory=list)
     verify: bool = False  # a hit of it is compiled again and compared
     expected: tuple[str, str] | None = None  # verify: (where: a log.Source, digest) of the hit
     verified: str | None = None  # 'same' or what differed
@@ -121,6 +123,17 @@ class Preparer:
     _argv_sides: dict[tuple[str, ...], sideinputs.SideInputs] = field(default_factory=dict)
     # The side inputs' digests, read once a link: a sample profile is read by every backend.
     _file_digests: dict[str, str] = field(default_factory=dict)
+    # The fields every key (cachekey.backend_prefix) and every content claim (content) of the run starts with.
+    _key_prefix: cachekey.Hasher = field(init=False)
+    _claim_prefix: cachekey.Hasher = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._key_prefix = cachekey.backend_prefix(self.res.compiler, self.res.env, self.res.debug)
+        h = self._claim_prefix = cachekey.Hasher()
+        h.field("claim", "content")
+        h.field("compiler", self.res.compiler)
+        for name, value in self.res.env:
+            h.field(f"env:{name}", value)
 
     @property
     def cache(self) -> Cache:
@@ -173,8 +186,7 @@ class Preparer:
         with self.res.cpu.charge(log.Cpu.SHARD_TEXT):
             shard = state.shard_identity = job.shard_identity or cachekey.shard_identity(job.shard, self.digest_of,
                                                                                           job.module.path)
-        key, dump = cachekey.backend_key(self.res.compiler, self.res.env, argv, job.module.digest, shard,
-                                         side.fields(self._file_digest), self.res.debug)
+        key, dump = cachekey.backend_key(self._key_prefix, argv, job.module.digest, shard, side.fields(self._file_digest))
         if dump is not None:  # what the shard field stands for, so that two dumps can be diffed
             text = cachekey.shard_canonical(job.shard, self.digest_of, job.module.path)
             if text is not None:
@@ -206,6 +218,7 @@ class Preparer:
             recorded = self._accepted(state, recorded)
         state.recorded = recorded
         state.argv = self.backend.argv(job.module.path, job.shard_path, job.output, recorded, job.dwo)
+        state.line = self.backend.argv(*PLACEHOLDERS, recorded, job.dwo)
         state.content = self.content(state)
         state.stage = Stage.COMMAND
 
@@ -221,12 +234,8 @@ class Preparer:
         names for one key (the module at another position in another link, or lld's own
         names under DTLTO) are coordinated by the key's claim alone, once made."""
         job = state.job
-        h = cachekey.Hasher()
-        h.field("claim", "content")
-        h.field("compiler", self.res.compiler)
-        for name, value in self.res.env:
-            h.field(f"env:{name}", value)
-        h.field("argv", "\0".join(self.backend.argv(*PLACEHOLDERS, state.recorded, job.dwo)[1:]))
+        h = self._claim_prefix.copy()  # the claim's kind, the compiler and the environment it reads
+        h.field("argv", "\0".join(state.line[1:]))
         h.field("module", job.module.digest)
         h.field("shard", job.shard)
         return h.hexdigest()
@@ -235,7 +244,7 @@ class Preparer:
         """Make the job's key (most of it the shard key, shardkey.py) and whether a hit is verified."""
         t = time.time()
         with self.res.cpu.charge(log.Cpu.KEY_REST):
-            key, dump = self.key(state, self.backend.argv(*PLACEHOLDERS, state.recorded, state.job.dwo))
+            key, dump = self.key(state, state.line)
         if key is None:
             self.cache.stats.add("backend_uncached")
         else:

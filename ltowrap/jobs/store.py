@@ -46,48 +46,53 @@ class Store:
         key. False if another process holds either; the part taken is kept while the job waits."""
         if state.key is None:  # not cached: nothing to share with another process
             return True
-        return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            return self._take(CONTENT, state.content) and self._take(OBJECTS, state.key)
 
     def claim_content(self, state: JobState) -> bool:
         """Claim a job about to compile before its key (executor._early): False if another process
         holds its content's claim (compiling it before its key, or claiming it keyed)."""
-        return self._take(CONTENT, state.content)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            return self._take(CONTENT, state.content)
 
     def claim_key(self, state: JobState) -> bool:
         """A compile that started before its key, keyed now: its key claimed too. False if another
         process holds it, having claimed the same object under another content claim (the
         module at another position of another link). With no key (not cached), its content's
         claim is let go: there is nothing to share."""
-        if state.key is None:
-            self._let_go(CONTENT, state.content)
-            return True
-        return self._take(OBJECTS, state.key)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            if state.key is None:
+                self._let_go(CONTENT, state.content)
+                return True
+            return self._take(OBJECTS, state.key)
 
     def release(self, state: JobState) -> None:
         """Let go of the job's claims (after its object is stored: a waiter finds it)."""
-        if state.key is not None:
-            self._let_go(OBJECTS, state.key)
-        self._let_go(CONTENT, state.content)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            if state.key is not None:
+                self._let_go(OBJECTS, state.key)
+            self._let_go(CONTENT, state.content)
 
     def let_go(self) -> None:
         """The run is over: every claim let go (a wait on another process's claim leaves nothing open)."""
-        for kind, name in list(self.claimed):
-            self._let_go(kind, name)
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            for kind, name in list(self.claimed):
+                self._let_go(kind, name)
+
+    # _take and _let_go are charged by their callers (log.Cpu.CACHE): a job's two claims, one charge.
 
     def _take(self, kind: str, name: str) -> bool:
         if (kind, name) in self.claimed:
             return True
-        with self.res.cpu.charge(log.Cpu.CACHE):
-            if not self.cache.claims.try_claim(kind, name):
-                return False
+        if not self.cache.claims.try_claim(kind, name):
+            return False
         self.claimed.add((kind, name))
         return True
 
     def _let_go(self, kind: str, name: str) -> None:
         if (kind, name) in self.claimed:
             self.claimed.discard((kind, name))
-            with self.res.cpu.charge(log.Cpu.CACHE):
-                self.cache.claims.release(kind, name)
+            self.cache.claims.release(kind, name)
 
     def cached(self, state: JobState) -> Entry | None:
         """The job's object in the local cache, unless it is to be verified (then compiled

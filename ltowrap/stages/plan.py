@@ -25,6 +25,7 @@ from ..cachekey import digest_bytes
 from ..errors import Reason, Unsupported
 from ..formats import archive, elf
 from ..formats.bitcode import BadBitcode, module_count
+from ..fsutil import read_bytes
 from ..linkline import ldscript
 from ..linkline.cmdline import Arg, LinkCommand
 from ..magic import is_archive, is_bitcode, read_head
@@ -233,7 +234,6 @@ def fat_bitcode(data: bytes, origin: str) -> bytes | None:
 
 def _read(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_bytes(path)
     except OSError as e:
         raise Unsupported(Reason.UNREADABLE_INPUT, f"cannot read {path!r}: {e.strerror}") from e
