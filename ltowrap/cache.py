@@ -85,9 +85,18 @@ class Entry:
 
 
 def encode(meta: dict, payload: bytes) -> bytes:
+    return head(meta, payload) + payload
+
+
+def head(meta: dict, payload: bytes) -> bytes:
+    """An entry's bytes before its payload: MAGIC, the digest of everything after the digest,
+    the meta's length and the meta. Written before the payload, it spares copying a payload
+    (a thin-link's shards run to megabytes) into one buffer first."""
     m = marshal.dumps(meta)
-    body = len(m).to_bytes(4, "little") + m + payload
-    return MAGIC + xxhash.xxh3_128_digest(body) + body
+    lead = len(m).to_bytes(4, "little") + m
+    digest = xxhash.xxh3_128(lead)
+    digest.update(payload)
+    return MAGIC + digest.digest() + lead
 
 
 def decode(blob: bytes) -> Entry | None:
@@ -249,7 +258,8 @@ class Cache:
 
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
         """Store a raw payload (an object, a link's outputs); structured data goes through put_data."""
-        return self._write(self.path(kind, key), encode({**meta, "key": key}, payload))
+        meta = {**meta, "key": key}
+        return self._write(self.path(kind, key), (head(meta, payload), payload))
 
     def get_data(self, kind: str, key: str, read: Callable[[Any], T | None]) -> T | None:
         """The entry's data as `read` makes it, or None on a miss. `read` raises one of BAD_DATA
@@ -298,7 +308,8 @@ class Cache:
         self._write(path, data, raise_error=True, absent=absent)
         return path, True
 
-    def _write(self, path: str, blob: bytes, raise_error: bool = False, absent: bool = False) -> bool:
+    def _write(self, path: str, blob: bytes | tuple[bytes, ...], raise_error: bool = False,
+               absent: bool = False) -> bool:
         """Write an entry (atomically) and count it; `absent`: the caller just found nothing at
         `path` (else what is there is counted as replaced)."""
         replaced = None
@@ -315,7 +326,7 @@ class Cache:
             if raise_error:
                 raise
             return False
-        self.stats.add("bytes_added", len(blob))
+        self.stats.add("bytes_added", len(blob) if isinstance(blob, bytes) else sum(map(len, blob)))
         self.stats.add("files_added")
         if replaced is not None:
             self.stats.add("bytes_removed", replaced)

@@ -46,8 +46,9 @@ def remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: bool = True) -> None:
+def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MODE, create_dirs: bool = True) -> None:
     """Write beside `path` and rename over it: readers see the old file or the new one, whole.
+    `data` is the file's bytes, or its parts in order.
 
     `mode` goes through the umask, as for any new file. Missing directories are created
     (private) unless `create_dirs` is off (a user's output: its directory is theirs to make).
@@ -69,7 +70,8 @@ def atomic_write(path: str, data: bytes, mode: int = FILE_MODE, create_dirs: boo
             make_dirs(directory)
             fd = os.open(tmp, flags, mode)
         try:
-            write_all(fd, data)
+            for part in (data,) if isinstance(data, bytes) else data:
+                write_all(fd, part)
         finally:
             os.close(fd)
         os.rename(tmp, path)

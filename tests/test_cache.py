@@ -399,3 +399,25 @@ def test_a_module_stored_anew_counts_what_it_replaced_and_a_new_one_nothing(tmp_
                              "files_removed": 1}
     assert c.store_module("000000-aa", b"BC\xc0\xde one") == (path, False)
     assert counts.counts["files_added"] == 2
+
+
+def test_an_entry_written_in_parts_is_the_whole_encoding(tmp_path):
+    """put writes the head, then the payload (no copy of it into one buffer): the file is
+    MAGIC, the xxh3-128 of all that follows, the meta's length, the meta and the payload."""
+    import marshal
+
+    import xxhash
+
+    from ltowrap import cache
+    from ltowrap.stats import Stats
+
+    c = cache.Cache(str(tmp_path / "cache"), Stats())
+    payload = os.urandom(3 << 20)
+    assert c.put("o", "k" * 32, {"size": len(payload)}, payload)
+    blob = Path(c.path("o", "k" * 32)).read_bytes()
+    assert blob[:8] == cache.MAGIC and blob[8:24] == xxhash.xxh3_128_digest(blob[24:])
+    n = int.from_bytes(blob[24:28], "little")
+    assert marshal.loads(blob[28 : 28 + n]) == {"size": len(payload), "key": "k" * 32}
+    assert blob[28 + n :] == payload
+    entry = c.get("o", "k" * 32)
+    assert entry is not None and entry.payload == payload
