@@ -719,7 +719,7 @@ def main() -> int:
         return 0
     note = f"; reused from --keep: {', '.join(reused)}" if reused else ""
     write_results(a.out, stamp, "cluster", "Simulated cluster", load[0], table(results, locals_),
-                  {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep)}, "locals": locals_, "results": results}, note)
+                  {"args": vars(a) | {"out": str(a.out), "keep": str(a.keep), "client": str(a.client) if a.client else None}, "locals": locals_, "results": results}, note)
     return 0
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..formats import bitcode
 from ..stages.backend import Job
@@ -83,7 +83,10 @@ def _varint(n: int) -> bytes:
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field (a string, bytes or a message)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    size = len(payload)
+    if number < 16 and size < 0x80:  # its tag and length one byte each, as most of a job's fields are
+        return bytes((number << 3 | 2, size)) + payload
+    return _varint(number << 3 | 2) + _varint(size) + payload
 
 
 def _digest(key: Key) -> bytes:
@@ -124,6 +127,20 @@ def _platform(platform: dict[str, str]) -> Any:  # a protos.Platform
     return properties
 
 
+class _Module(NamedTuple):
+    """What every input root of a link holds of one module: what follows the rank in its name
+    (its digest), its blob, its digest as a FileNode's field (Files.get), and that FileNode as
+    what comes before the rank and what follows it (head None when its size takes more than
+    one byte: _file_node writes those)."""
+
+    suffix: str
+    key: Key
+    data: bytes
+    digest: bytes
+    head: bytes | None
+    tail: bytes
+
+
 @dataclass
 class Actions:
     """Builds the actions of one link's jobs; what they all share is made once, here.
@@ -157,34 +174,30 @@ class Actions:
             deterministic=True)
         self._identity_action_tail = protos.Action(platform=properties).SerializeToString(deterministic=True)
         self._empty = key_of(b"")  # the identity's input root: an empty Directory
-        self._suffixes: dict[str, str] = {}  # module path -> what follows the rank in its name: its digest
-        self._rank_names: list[str] = []  # Actions._ranks
-        self._nodes: dict[str, tuple[bytes | None, bytes]] = {}  # module path -> Actions._node's parts
+        self._modules: dict[str, _Module] = {}  # module path -> Actions._module
+        self._rank_names: list[str] = []  # Actions._ranks: 'm/000000', ...
+        self._rank_bytes: list[bytes] = []  # the same ranks' digits, as a FileNode's name starts: b'000000', ...
 
-    def _suffix(self, path: str) -> str:
-        """What follows the rank in the module's name in every input root: its digest."""
-        self._suffixes[path] = f"-{self.digest_of(path)}.o"
-        return self._suffixes[path]
-
-    def _ranks(self, n: int) -> list[str]:
-        """'m/000000', 'm/000001', ...: the start of the names of a shard's first n modules, made
-        once a link."""
-        made = self._rank_names
-        while len(made) < n:
-            made.append(f"{MODULES}/{len(made):06d}")
+    def _module(self, path: str) -> _Module:
+        """What every input root holds of the module at `path`, made once a link (_Module)."""
+        suffix = f"-{self.digest_of(path)}.o"
+        key, data, digest = self.files.get(path)
+        encoded = f"{0:06d}{suffix}".encode("utf-8")  # its name, the rank apart: six digits in every job
+        size = 2 + len(encoded) + len(digest)
+        made = _Module(suffix, key, data, digest, None, b"")
+        if size < 0x80:
+            made = _Module(suffix, key, data, digest, bytes((0x0A, size, 0x0A, len(encoded))), encoded[6:] + digest)
+        self._modules[path] = made
         return made
 
-    def _node(self, path: str, name: str, digest: bytes) -> tuple[bytes | None, bytes]:
-        """The FileNode of the module at `path` named `name` (a six-digit rank, then its suffix)
-        as what comes before the rank and what follows it; (None, b"") when its size takes
-        more than one byte (_file_node writes those)."""
-        encoded = name.encode("utf-8")
-        size = 2 + len(encoded) + len(digest)
-        parts: tuple[bytes | None, bytes] = (None, b"")
-        if size < 0x80:
-            parts = bytes((0x0A, size, 0x0A, len(encoded))), encoded[6:] + digest
-        self._nodes[path] = parts
-        return parts
+    def _ranks(self, n: int) -> tuple[list[str], list[bytes]]:
+        """'m/000000', 'm/000001', ...: the start of the names of a shard's first n modules, and
+        their digits as bytes, made once a link."""
+        made, digits = self._rank_names, self._rank_bytes
+        while len(made) < n:
+            digits.append(f"{len(made):06d}".encode())
+            made.append(f"{MODULES}/{len(made):06d}")
+        return made, digits
 
     def _identity(self, identity: str) -> tuple[Key, dict[Key, bytes]]:
         """The identity Action of the key `identity` (cachekey.remote_key) and its blobs: root, Command, Action."""
@@ -198,36 +211,37 @@ class Actions:
         """The actions for `job`; argv_for(module, shard, output) spells its compile command,
         identity is what it is cached under (cachekey.remote_key)."""
         strtab = bitcode.Strtab.of(job.shard)
-        paths = sorted(set(strtab.paths))
+        named = set(strtab.paths)
+        paths = sorted(named)
         if not "".join(paths).isascii():  # else code point order is already the bytes' order
             paths.sort(key=lambda p: p.encode("utf-8", "surrogateescape"))
-        suffixes, suffix = self._suffixes, self._suffix
-        # Each path the shard names as m/<rank>-<digest>.o, the rank first: the relocated paths
-        # sort as the shard's own did.
-        names = {p: rank + (suffixes.get(p) or suffix(p)) for rank, p in zip(self._ranks(len(paths)), paths)}
-        shard = strtab.relocate(names.__getitem__)
-        for path in (job.module.path, *job.imports):
-            if path not in names:  # one the shard does not name: after those it does
-                names[path] = f"{MODULES}/{len(paths) + len(names):06d}{suffixes.get(path) or suffix(path)}"
+        # The module and its imports the shard does not name go after those it does.
+        others = [p for p in dict.fromkeys((job.module.path, *job.imports)) if p not in named]
+        known, module = self._modules, self._module
         blobs: dict[Key, bytes] = {}
+        names: dict[str, str] = {}
         entries = []
-        get, skip = self.files.get, len(MODULES) + 1
-        if 2 * len(names) <= 10**6:
-            # Every rank has six digits (below a million): the names sort as their numbers, so
-            # they are in order, and a module's FileNode is the same bytes in every job but
-            # for the rank (Actions._node).
-            nodes, node = self._nodes, self._node
-            for path, name in names.items():
-                key, data, digest = get(path)
-                blobs[key] = data
-                head, tail = nodes.get(path) or node(path, name[skip:], digest)
-                entries.append(_file_node(name[skip:], digest) if head is None else
-                               head + name[skip : skip + 6].encode() + tail)
-        else:
-            for path, name in sorted(names.items(), key=lambda item: item[1]):
-                key, data, digest = get(path)
-                blobs[key] = data
-                entries.append(_file_node(name[skip:], digest))
+        # Each path the shard names as m/<rank>-<digest>.o, the rank first: the relocated paths
+        # sort as the shard's own did. While every rank has six digits (below a million), the
+        # names sort as their numbers, so they come in order, and a module's FileNode is the
+        # same bytes in every job but for the rank (_Module.head and tail).
+        ranks, digits = self._ranks(len(paths))
+        skip = len(MODULES) + 1
+        for rank, digit, path in zip(ranks, digits, paths):
+            suffix, key, data, digest, head, tail = known.get(path) or module(path)
+            names[path] = rank + suffix
+            blobs[key] = data
+            entries.append(head + digit + tail if head is not None else _file_node(rank[skip:] + suffix, digest))
+        shard = strtab.relocate(names.__getitem__)
+        for path in others:
+            suffix, key, data, digest, head, tail = known.get(path) or module(path)
+            number = f"{len(paths) + len(names):06d}"
+            names[path] = f"{MODULES}/{number}{suffix}"
+            blobs[key] = data
+            entries.append(head + number.encode() + tail if head is not None else _file_node(number + suffix, digest))
+        if 2 * len(names) > 10**6:  # ranks of seven digits: the entries go in their names' order
+            entries = [_file_node(name[skip:], known[path].digest)
+                       for path, name in sorted(names.items(), key=lambda item: item[1])]
         modules = b"".join(entries)
         modules_key = key_of(modules)
         shard_key = key_of(shard)

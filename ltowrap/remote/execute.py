@@ -103,7 +103,7 @@ class Workers(Generic[S]):
 
     def send(self, work: Work, state: S) -> bool:
         """Send the job if the workers have room."""
-        if not self.session.room([s.execution for s in self._out.values()], queue=self.queue):
+        if not self.session.room(len(self._out), (s.execution for s in self._out.values()), queue=self.queue):
             return False
         output = work.job.output
 

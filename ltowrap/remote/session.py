@@ -16,7 +16,7 @@ requests for this link, so a dead server costs one failed request, not one per j
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -191,8 +191,9 @@ class Session:
             self._uploads = self._ask_executor().submit(self._upload_inputs, actions, self._uploads)
             self._inputs.update((w.job.output, self._uploads) for w in work if w.job.output in self.actions)
 
-    def room(self, sent: list[Execution], queue: bool) -> bool:
-        """May one more job be sent? At most as many as requests may be in flight; and unless
+    def room(self, out: int, sent: Iterable[Execution], queue: bool) -> bool:
+        """May one more job be sent, `out` being out (`sent`, looked at only when jobs may not
+        queue)? At most as many as requests may be in flight; and unless
         jobs may `queue` (no local side to give them to), none while a sent job waits in the
         server's queue: the workers are all busy then, and it would only wait there.
 
@@ -201,15 +202,16 @@ class Session:
         loopback). So a job counts as waiting for a worker only once it has been queued for
         twice the quickest dispatch this link has seen (any queued job, before one is seen);
         else a large cluster would get one job per dispatch time (bench/cluster.py)."""
-        if self.down or not self._inputs or len(sent) >= max(1, int(self.client.pressure.limit)):
+        if self.down or not self._inputs or out >= max(1, int(self.client.pressure.limit)):
             return False
         if queue:
             return True
-        for e in sent:
-            if e.running.dispatched is not None and (self._fastest is None or e.running.dispatched < self._fastest):
-                self._fastest = e.running.dispatched
+        running = [e.running for e in sent]
+        for r in running:
+            if r.dispatched is not None and (self._fastest is None or r.dispatched < self._fastest):
+                self._fastest = r.dispatched
         grace = 2 * self._fastest if self._fastest is not None else 0.0
-        return not any(e.running.waiting(grace) for e in sent)
+        return not any(r.waiting(grace) for r in running)
 
     def send(self, w: Work, done: Callable[[], None], moved: Callable[[], None] | None = None) -> Execution:
         """Have the job executed on the workers, in the background; `done` is called (from
