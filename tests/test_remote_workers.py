@@ -13,9 +13,10 @@ from needs import require_module
 
 require_module("grpc")
 
-from ltowrap.remote.client import Running  # noqa: E402
+from ltowrap.remote.client import EXECUTING, QUEUED, Running  # noqa: E402
 from ltowrap.remote.execute import Workers  # noqa: E402
-from ltowrap.remote.session import Execution, Reply  # noqa: E402
+from ltowrap.remote.session import Execution, Reply, Session  # noqa: E402
+from ltowrap.stats import Stats  # noqa: E402
 
 
 class CountedFuture(Future):
@@ -120,3 +121,40 @@ def test_a_stage_change_wakes_the_loop_only_when_jobs_may_not_queue():
             session.moved["a.o"]()  # type: ignore[operator]
             assert _readable(workers.fds())
         workers.close()
+
+
+def _session(limit: int) -> Session:
+    client = SimpleNamespace(endpoint=SimpleNamespace(exec_timeout=60), pressure=SimpleNamespace(limit=limit))
+    session = Session(client, "execute", {}, Stats(), str, 4)  # type: ignore[arg-type]
+    session._inputs["a.o"] = Future()  # an upload asked for: jobs may be sent
+    return session
+
+
+def _executions(*stages: int | None) -> list[Execution]:
+    out = []
+    for stage in stages:
+        running = Running(lambda: None)
+        running.stage, running.sent = stage, running.sent - 10  # sent long ago: waiting, if queued
+        out.append(Execution(SimpleNamespace(name="x"), Future(), running))
+    return out
+
+
+def test_room_counts_the_jobs_out_against_the_requests_in_flight():
+    session = _session(limit=3)
+    assert session.room(2, iter(()), queue=True)
+    assert not session.room(3, iter(()), queue=True)
+
+
+def test_room_reads_the_jobs_out_only_when_jobs_may_not_queue():
+    """Jobs that may queue on the server are sent while requests may go: the jobs out are not
+    looked at (a look a send at every job out would cost the loop as many steps as there are jobs out)."""
+
+    def unread():
+        raise AssertionError("the jobs out were read")
+        yield  # a generator
+
+    session = _session(limit=8)
+    assert session.room(1, unread(), queue=True)
+    executing, queued = _executions(EXECUTING), _executions(EXECUTING, QUEUED)
+    assert session.room(1, iter(executing), queue=False)
+    assert not session.room(2, iter(queued), queue=False)  # one waits for a worker: the workers are all busy
