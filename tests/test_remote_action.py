@@ -125,7 +125,8 @@ def test_hand_written_messages_are_protobufs_own_bytes(project, shards, platform
     jobs = [_job(project, "a", shards["a"], (b,)), _job(project, "b", shards["b"], ()),
             _job(project, "c", shards["c"], ()),
             # an import the shard does not name: ranked after the shard's own paths
-            _job(project, "a", shards["a"], (b, c))]
+            _job(project, "a", shards["a"], (b, c)),
+            _job(project, "a", shards["a"], (c, b, c))]  # that one twice: ranked once
     assert len(bitcode.module_paths(shards["a"])) == 2
     builder = action.Actions(digests.__getitem__, action.Files(lambda p: Path(p).read_bytes()), platform, timeout,
                              toolchain, compiler)

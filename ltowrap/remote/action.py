@@ -216,7 +216,9 @@ class Actions:
         if not "".join(paths).isascii():  # else code point order is already the bytes' order
             paths.sort(key=lambda p: p.encode("utf-8", "surrogateescape"))
         # The module and its imports the shard does not name go after those it does.
-        others = [p for p in dict.fromkeys((job.module.path, *job.imports)) if p not in named]
+        others = [p for p in (job.module.path, *job.imports) if p not in named]
+        if len(others) > 1:  # each once
+            others = list(dict.fromkeys(others))
         known, module = self._modules, self._module
         blobs: dict[Key, bytes] = {}
         names: dict[str, str] = {}
