@@ -125,11 +125,12 @@ class Store:
 
     def backfill(self, state: JobState, obj: bytes, printed: str, action: str) -> None:
         """Take an object the remote served (its action's, with what the compile printed): written,
-        backfilled into the local cache, its claim let go."""
-        local.write(state.output, obj)
-        self._printed(state, printed)
-        if state.key is not None:
-            self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, obj)
+        backfilled into the local cache, its claim let go (charged as a local compile's store is)."""
+        with self.res.cpu.charge(log.Cpu.CACHE):
+            local.write(state.output, obj)
+            self._printed(state, printed)
+            if state.key is not None:
+                self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, obj)
         self.release(state)
 
     def keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
