@@ -74,7 +74,7 @@ def _fs_now(directory: str) -> int:
         os.unlink(path)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Memo:
     cache: Cache
     key: str

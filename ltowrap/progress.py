@@ -18,7 +18,7 @@ def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
     return stream.isatty()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Progress:
     name: str
     total: int

@@ -242,7 +242,7 @@ class _Types:
         return tid in self.names or any(self.reaches_named(t, depth + 1) for t in self._reads(tid))
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Global:
     code: int
     name: bytes

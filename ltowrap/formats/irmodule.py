@@ -252,7 +252,7 @@ def _module_facts(module: Node, want_flags: bool) -> ModuleFacts:
     return ModuleFacts(triple, _module_flags(metadata, _Constants(global_values, constants)))
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Constants:
     """The module-level constants by value id: the global values come first, then the records
     of the module's CONSTANTS_BLOCK, each defining one value (SETTYPE none)."""

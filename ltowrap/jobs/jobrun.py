@@ -51,7 +51,7 @@ class LinkerFacts:
         return int(self.release.split(".")[0])
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JobRun:
     settings: Settings
     record: log.Record

@@ -17,7 +17,7 @@ import signal
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Jobserver:
     read_fd: int
     write_fd: int

@@ -63,7 +63,7 @@ class Gate:
         pass
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Local(Gate):
     """No sharing: only `jobs` bounds this process (when nothing else is known)."""
 
@@ -76,7 +76,7 @@ class Local(Gate):
         pass
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JobserverGate(Gate):
     js: jobserver.Jobserver
     jobs: int
@@ -102,7 +102,7 @@ class JobserverGate(Gate):
         self.js.close()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class PoolGate(Gate):
     locks: LockDir
     jobs: int  # the pool's size

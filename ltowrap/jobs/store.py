@@ -32,7 +32,7 @@ from .prepare import JobState, Resources
 CONTENT = "e"  # the claim kind of a job's content (locks.CLAIM_KINDS)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Store:
     res: Resources
     claimed: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of the claims this process holds
