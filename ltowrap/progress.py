@@ -20,6 +20,8 @@ def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
 
 @dataclass(eq=False, repr=False)
 class Progress:
+    """The progress line of one link's backend compiles."""
+
     name: str
     total: int
     stream: TextIO = sys.stderr

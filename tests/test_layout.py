@@ -170,6 +170,20 @@ def test_stateful_classes_of_the_link_compare_by_identity(name):
     assert (cls.__eq__, cls.__repr__, cls.__hash__) == (object.__eq__, object.__repr__, object.__hash__)
 
 
+# Dataclasses that still have no docstring (their modules' owners add them).
+UNDOCUMENTED = {"ltowrap.jobs.executor.Outcome", "ltowrap.jobs.executor.Executor", "ltowrap.jobs.remoteside.RemoteSide",
+                "ltowrap.remote.action.BackendAction", "ltowrap.remote.client.Endpoint", "ltowrap.remote.session.Work",
+                "ltowrap.remote.session.Served", "ltowrap.remote.session.Reply", "ltowrap.remote.session.Session"}
+
+
+def test_every_dataclass_has_a_docstring():
+    """Without one, dataclass writes it from inspect.signature(cls), at import."""
+    found = {f"{name}.{node.name}" for name, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None
+             and any("dataclass" in ast.unparse(d) for d in node.decorator_list)}
+    assert found == UNDOCUMENTED
+
+
 def test_no_test_module_imports_another():
     """What tests share lives in tests/helpers.py and integration's helper modules, not in a
     test module another one imports (at its top or inside a test)."""

@@ -244,6 +244,8 @@ class _Types:
 
 @dataclass(eq=False, repr=False)
 class _Global:
+    """One global value of a module's symbol table: its record code, name, linkage and record."""
+
     code: int
     name: bytes
     linkage: int

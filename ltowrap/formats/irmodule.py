@@ -56,6 +56,8 @@ MODULE_FLAGS = b"llvm.module.flags"
 
 @dataclass(frozen=True)
 class ModuleFacts:
+    """What a module says of itself: its target triple and its integer module flags."""
+
     triple: str  # '' when the module names none
     flags: dict[str, int] | None = None  # integer-valued module flags; None when not read
 

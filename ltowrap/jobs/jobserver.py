@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False, repr=False)
 class Jobserver:
+    """A make jobserver's pipe: the tokens this process holds from it."""
+
     read_fd: int
     write_fd: int
     held: list[bytes] = field(default_factory=list)

@@ -78,6 +78,8 @@ class Local(Gate):
 
 @dataclass(eq=False, repr=False)
 class JobserverGate(Gate):
+    """Slots from make's jobserver: the implicit one, then a token for each more."""
+
     js: jobserver.Jobserver
     jobs: int
     name = "jobserver"
@@ -104,6 +106,8 @@ class JobserverGate(Gate):
 
 @dataclass(eq=False, repr=False)
 class PoolGate(Gate):
+    """Slots from the cache's pool of slot locks, shared by the links on this machine."""
+
     locks: LockDir
     jobs: int  # the pool's size
     name = "pool"

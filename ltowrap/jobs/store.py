@@ -34,6 +34,8 @@ CONTENT = "e"  # the claim kind of a job's content (locks.CLAIM_KINDS)
 
 @dataclass(eq=False, repr=False)
 class Store:
+    """The cache's side of backend jobs: claims on entries, lookups, objects stored."""
+
     res: Resources
     claimed: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of the claims this process holds
 

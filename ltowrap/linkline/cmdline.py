@@ -54,6 +54,8 @@ class Arg:
 
 @dataclass(frozen=True)
 class LinkCommand:
+    """An ld.lld command as read: its arguments, its output and what the link makes."""
+
     args: tuple[Arg, ...]
     output: str
     lto: LtoOptions

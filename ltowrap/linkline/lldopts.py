@@ -317,6 +317,8 @@ disable-verify          unsupported
 
 @dataclass(frozen=True)
 class Option:
+    """One row of the option table: an option's spellings, how it takes a value, what it does."""
+
     names: tuple[str, ...]  # spellings without dashes, canonical first
     kind: str
     dashes: str  # "-", "--" or "*"
