@@ -44,6 +44,8 @@ class SchemaError(Exception):
 
 @dataclass(frozen=True)
 class DtltoBackend:
+    """The backend compile as lld's DTLTO spells it: its common arguments, then the module's."""
+
     common: tuple[str, ...]  # lld's: clang, -c, target and codegen options
 
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:

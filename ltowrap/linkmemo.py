@@ -74,8 +74,10 @@ def _fs_now(directory: str) -> int:
         os.unlink(path)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Memo:
+    """A link's entry in the link memo: its key, and what a lookup or a store needs of the link."""
+
     cache: Cache
     key: str
     command: LinkCommand

@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+# BLAKE2b from its own module: hashlib.blake2b is this same type, and importing hashlib
+# would load OpenSSL's _hashlib first, which ltowrap does not use.
+from _blake2 import blake2b
 from dataclasses import dataclass, field
 
 from . import fsutil
@@ -141,7 +143,7 @@ class Waker:
             self._inotify = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class LockDir:
     """The lock directory of one process: its slot files' descriptors (held, or kept to try again) and its Waker."""
 
@@ -238,7 +240,7 @@ class LockDir:
 CLAIM_KINDS = ("o-", "t-", "e-")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Claims:
     """Claims on cache entries being made: `<kind>-<key>`, a byte of the lock directory's `claims` file.
 
@@ -264,7 +266,7 @@ class Claims:
     @staticmethod
     def offset(name: str) -> int:
         """The claim's byte: 62 bits of a hash of its name (well below the largest offset a lock takes)."""
-        return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 2
+        return int.from_bytes(blake2b(name.encode(), digest_size=8).digest(), "big") >> 2
 
     def try_claim(self, kind: str, key: str) -> bool:
         """Take the claim if no other process holds it. Before it reports a busy claim, the Waker

@@ -13,10 +13,13 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Final
 
 from . import logfile
 from .logfile import Decision as Decision, Phase as Phase, Source as Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: every link imports this module
+    from typing import Final
 
 # The `phases` field of older lines ({name: seconds}), by the names it used: read, never written.
 LEGACY_PHASES = {"thinlink": Phase.THIN_LINK, "backends": Phase.BACKENDS, "final_link": Phase.FINAL_LINK}
@@ -112,7 +115,7 @@ class Cpu:
     REST: Final = "the rest"  # outside the stages: the log record, the counters, the cache's cleanup
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class CpuLedger:
     """ltowrap's own CPU (its main thread's), by what it was doing: each second goes to one
     heading, so that the headings add up to the whole. The link's stages say where it is

@@ -10,9 +10,11 @@ the link reads the codegen part of them (backendopts.codegen_options).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
+# BLAKE2b from its own module: hashlib.blake2b is this same type, and importing hashlib
+# would load OpenSSL's _hashlib first, which ltowrap does not use.
+from _blake2 import blake2b
 
 from . import driverargs, fsutil, proc
 from .cachedirs import RECORDS
@@ -25,7 +27,7 @@ def record_path(cache_dir: str, key: str) -> str:
 
 
 def record_key(bitcode: bytes) -> str:
-    return hashlib.blake2b(bitcode, digest_size=16).hexdigest()
+    return blake2b(bitcode, digest_size=16).hexdigest()
 
 
 def load(cache_dir: str, key: str) -> list[str] | None:

@@ -18,8 +18,10 @@ def wanted(setting: str, stream: TextIO = sys.stderr) -> bool:
     return stream.isatty()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Progress:
+    """The progress line of one link's backend compiles."""
+
     name: str
     total: int
     stream: TextIO = sys.stderr

@@ -23,6 +23,16 @@ def test_every_row_is_well_formed():
             assert len(o.names) == 1 and len(o.name) == 1 and o.dashes == "-", o
 
 
+def test_a_row_is_its_kind_its_dashes_its_spellings_marks_and_attributes():
+    """A word is a spelling unless it is a mark or a key=value attribute (the first of a key
+    counts); a bare `probe` is a spelling."""
+    [o] = lldopts._rows("value  --  probe no-probe reads role=output role=group varies=x probe=gate split")
+    assert (o.names, o.kind, o.dashes, o.reads, o.writes, o.stored) == (("probe", "no-probe"), "value", "--", True, False, False)
+    assert (o.role, o.varies, o.probe, o.refused) == ("output", "x", "gate", Reason.ALREADY_SPLIT)
+    [o] = lldopts._rows("flag  *  save-temps writes=stored unsupported")
+    assert (o.names, o.writes, o.stored, o.role, o.refused) == (("save-temps",), True, True, None, Reason.UNSUPPORTED_OPTION)
+
+
 def test_no_spelling_has_two_meanings():
     """A spelling is in one row, except lld's pairs of `--x value` and `--x=value` rows."""
     seen: dict[tuple[str, str], lldopts.Option] = {}

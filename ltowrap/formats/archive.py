@@ -34,6 +34,8 @@ def _header(path: str, header: bytes, pos: int) -> tuple[bytes, int]:
 
 @dataclass(frozen=True)
 class Member:
+    """One member of an archive: its name, and its bytes or (thin archive) where they are."""
+
     name: str
     # Regular archives: the member's bytes. Thin archives: None, read `path` instead.
     data: bytes | None

@@ -81,12 +81,16 @@ class CannotTell(ValueError):
 
 @dataclass(frozen=True)
 class Read:
+    """One file an inline-assembly directive reads."""
+
     directive: str  # "incbin" or "include", lower case
     path: str  # as written: a relative path is looked up as the module docstring says
 
 
 @dataclass(frozen=True)
 class Reads:
+    """The files a module's inline assembly reads, or why they cannot be told."""
+
     files: tuple[str, ...] = ()  # the paths `.incbin` and `.include` name, as written
     unknown: str = ""  # why the files cannot be told (files is then empty)
 

@@ -485,7 +485,7 @@ def operand_budget(size: int) -> int:
     return 16 * size + 64
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Budget:
     """The operands a read may still go through (operand_budget)."""
 

@@ -242,8 +242,10 @@ class _Types:
         return tid in self.names or any(self.reaches_named(t, depth + 1) for t in self._reads(tid))
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Global:
+    """One global value of a module's symbol table: its record code, name, linkage and record."""
+
     code: int
     name: bytes
     linkage: int

@@ -56,6 +56,8 @@ MODULE_FLAGS = b"llvm.module.flags"
 
 @dataclass(frozen=True)
 class ModuleFacts:
+    """What a module says of itself: its target triple and its integer module flags."""
+
     triple: str  # '' when the module names none
     flags: dict[str, int] | None = None  # integer-valued module flags; None when not read
 
@@ -252,7 +254,7 @@ def _module_facts(module: Node, want_flags: bool) -> ModuleFacts:
     return ModuleFacts(triple, _module_flags(metadata, _Constants(global_values, constants)))
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Constants:
     """The module-level constants by value id: the global values come first, then the records
     of the module's CONSTANTS_BLOCK, each defining one value (SETTYPE none)."""

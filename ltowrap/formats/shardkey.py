@@ -125,7 +125,7 @@ class _Unknown(Exception):
     """The summary block holds something this reader does not understand: it goes in raw."""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Modules:
     """MODULE_STRTAB: module id -> rank, each module's path and recorded hash in rank order."""
 

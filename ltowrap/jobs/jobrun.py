@@ -51,8 +51,10 @@ class LinkerFacts:
         return int(self.release.split(".")[0])
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JobRun:
+    """One link's run: its settings, log record, counters, CPU ledger and cache."""
+
     settings: Settings
     record: log.Record
     stats: stats.Stats = field(default_factory=stats.Stats)

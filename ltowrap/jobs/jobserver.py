@@ -17,8 +17,10 @@ import signal
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Jobserver:
+    """A make jobserver's pipe: the tokens this process holds from it."""
+
     read_fd: int
     write_fd: int
     held: list[bytes] = field(default_factory=list)

@@ -22,7 +22,7 @@ from .prepare import JobState
 from .slots import Gate, Ticket
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Running:
     """A backend compile running here; what it prints goes to `out_fd`, a file in memory
     (memfd_create: no file to create, read back and remove on the disk the objects go to)."""
@@ -74,7 +74,7 @@ def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: d
     return Running(child, state, time.time(), ticket, out_fd)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class LocalSide:
     """The backend compiles running here: at most `jobs` at once, each in a slot of `gate`."""
 

@@ -39,7 +39,7 @@ class BackendCommand(Protocol):
         ...
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Resources:
     """What the backend jobs of one run share (jobrun.JobRun.executor builds it)."""
 
@@ -71,7 +71,7 @@ class Stage(enum.IntEnum):
     ANSWERED = 4  # the remote reply taken, or none to wait for: what is left is to compile it or send it
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JobState:
     """Everything one run knows of a backend job, from its key to its outcome (but the remote
     side's own facts: remoteside.RemoteJob)."""
@@ -103,7 +103,7 @@ class JobState:
         return self.stage >= Stage.KEYED
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Preparer:
     """Makes each job's options, command line and key, as the executor asks for them."""
 

@@ -63,7 +63,7 @@ class Gate:
         pass
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Local(Gate):
     """No sharing: only `jobs` bounds this process (when nothing else is known)."""
 
@@ -76,8 +76,10 @@ class Local(Gate):
         pass
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JobserverGate(Gate):
+    """Slots from make's jobserver: the implicit one, then a token for each more."""
+
     js: jobserver.Jobserver
     jobs: int
     name = "jobserver"
@@ -102,8 +104,10 @@ class JobserverGate(Gate):
         self.js.close()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class PoolGate(Gate):
+    """Slots from the cache's pool of slot locks, shared by the links on this machine."""
+
     locks: LockDir
     jobs: int  # the pool's size
     name = "pool"

@@ -32,8 +32,10 @@ from .prepare import JobState, Resources
 CONTENT = "e"  # the claim kind of a job's content (locks.CLAIM_KINDS)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Store:
+    """The cache's side of backend jobs: claims on entries, lookups, objects stored."""
+
     res: Resources
     claimed: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of the claims this process holds
 

@@ -54,6 +54,8 @@ class Arg:
 
 @dataclass(frozen=True)
 class LinkCommand:
+    """An ld.lld command as read: its arguments, its output and what the link makes."""
+
     args: tuple[Arg, ...]
     output: str
     lto: LtoOptions
@@ -130,7 +132,7 @@ def _search_dirs(split: list[_Token]) -> tuple[list[str], str]:
     return dirs, sysroot
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Reader:
     """What lld keeps while it reads a command line: the state that position decides
     (--whole-archive, --start-lib, -Bstatic, --push-state) and what the link as a whole is."""

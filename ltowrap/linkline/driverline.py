@@ -58,6 +58,8 @@ class Checks:
 
 @dataclass(frozen=True)
 class Line:
+    """The ld.lld command the driver would run, with its Checks."""
+
     argv: list[str]  # the ld.lld command
     checks: Checks
 

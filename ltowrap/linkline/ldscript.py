@@ -188,7 +188,7 @@ def _parent(path: str) -> str:
     return path[:end]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Link:
     """What lld keeps across every script of one link, and what it read and probed."""
 
@@ -289,7 +289,7 @@ class _Link:
             self.depth -= 1
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Buffer:
     """One file the lexer reads: the top script or an INCLUDEd one."""
 

@@ -317,6 +317,8 @@ disable-verify          unsupported
 
 @dataclass(frozen=True)
 class Option:
+    """One row of the option table: an option's spellings, how it takes a value, what it does."""
+
     names: tuple[str, ...]  # spellings without dashes, canonical first
     kind: str
     dashes: str  # "-", "--" or "*"
@@ -336,19 +338,29 @@ class Option:
         return self.dashes == "*" or self.dashes == dashes
 
 
+# A row's words past its kind and dashes that are not spellings: its marks, and key=value attributes.
+_MARKS = frozenset(["reads", "writes", "writes=stored", "split", "unsupported"])
+_ATTRIBUTES = frozenset(["role", "varies", "probe"])
+
+
 def _rows(text: str) -> list[Option]:
     rows = []
     for line in text.strip().splitlines():
-        words = line.split()
-        kind, dashes, rest = words[0], words[1], words[2:]
-        names = tuple(w for w in rest if w not in ("reads", "writes", "writes=stored", "split", "unsupported")
-                      and not w.startswith(("role=", "varies=", "probe=")))
-        role = next((w[5:] for w in rest if w.startswith("role=")), None)
-        varies = next((w[7:] for w in rest if w.startswith("varies=")), None)
-        probe = next((w[6:] for w in rest if w.startswith("probe=")), None)
+        kind, dashes, *rest = line.split()
+        names = []
+        attributes: dict[str, str] = {}
+        for w in rest:
+            if w in _MARKS:
+                continue
+            key, eq, value = w.partition("=")
+            if eq and key in _ATTRIBUTES:
+                attributes.setdefault(key, value)  # the first of a key counts
+            else:
+                names.append(w)
         refused = Reason.ALREADY_SPLIT if "split" in rest else Reason.UNSUPPORTED_OPTION if "unsupported" in rest else None
-        rows.append(Option(names, kind, dashes, "reads" in rest, "writes" in rest or "writes=stored" in rest,
-                           "writes=stored" in rest, varies, role, refused, probe))
+        rows.append(Option(tuple(names), kind, dashes, "reads" in rest, "writes" in rest or "writes=stored" in rest,
+                           "writes=stored" in rest, attributes.get("varies"), attributes.get("role"), refused,
+                           attributes.get("probe")))
     return rows
 
 

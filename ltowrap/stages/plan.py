@@ -34,6 +34,8 @@ from ..optrecords import record_key
 
 @dataclass(frozen=True)
 class Module:
+    """One bitcode module of the link: its digest, its store path and how the user named it."""
+
     digest: str  # xxh3-128 of the bitcode
     path: str  # store path: the module ID in the thin-link and the backend's input
     origin: str  # as the user named it: 'a.o' or 'liblua.a(lapi.o)'
@@ -70,6 +72,8 @@ class Piece:
 
 @dataclass(frozen=True)
 class LinkPlan:
+    """The link's inputs, read: its pieces, bitcode modules and other inputs, in link order."""
+
     command: LinkCommand
     pieces: tuple[Piece, ...]
     modules: tuple[Module, ...]

@@ -43,6 +43,9 @@ ASSEMBLER_DIRS = ("-Wa,", "-Xassembler")
 
 @dataclass(frozen=True)
 class SideInputs:
+    """What a backend compile depends on beyond its module, shard and options: the files it
+    reads, the host CPU, or why that cannot be told."""
+
     files: tuple[str, ...] = ()  # files the compile reads, as it names them (relative to its working directory)
     host: str = ""  # this machine's CPU, when an option leaves the CPU to it
     unknown: str = ""  # why what the compile reads cannot be told: it is not cached

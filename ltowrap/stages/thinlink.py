@@ -28,6 +28,8 @@ from .plan import LinkPlan
 
 @dataclass(frozen=True)
 class ThinLinkResult:
+    """What the thin-link gave: the backend jobs, the regular-LTO object and what the final link needs."""
+
     jobs: tuple[Job, ...]
     full_lto_object: str | None  # code of the regular-LTO modules, compiled by the thin-link
     # The modules the link used that have a regular-LTO part, in link order: a -flto=full module
