@@ -43,12 +43,10 @@ import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-# BLAKE2b from its own module: hashlib.blake2b is this same type, and importing hashlib
-# would load OpenSSL's _hashlib first, which ltowrap does not use.
-from _blake2 import blake2b
 from dataclasses import dataclass, field
 
 from . import fsutil
+from .blake import blake2b
 from .cachedirs import LOCKS
 
 POLL = 0.25  # seconds between tries when inotify cannot be had

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
-# BLAKE2b from its own module: hashlib.blake2b is this same type, and importing hashlib
-# would load OpenSSL's _hashlib first, which ltowrap does not use.
-from _blake2 import blake2b
 
 from . import driverargs, fsutil, proc
+from .blake import blake2b
 from .cachedirs import RECORDS
 from .magic import ELF, is_bitcode
 
