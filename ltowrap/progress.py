@@ -34,10 +34,8 @@ class Progress:
         """One more module done (cached or not): the line shows it."""
         self.done += 1
         self.cached += cached
-        self.update(self.done, self.cached)
-
-    def update(self, done: int, cached: int) -> None:
-        line = f"ltowrap: {self.name}  {done}/{self.total} modules  ({cached} cached)  {time.time() - self.start:.1f} s"
+        line = (f"ltowrap: {self.name}  {self.done}/{self.total} modules  ({self.cached} cached)  "
+                f"{time.time() - self.start:.1f} s")
         self.stream.write("\r\033[K" + line)
         self.stream.flush()
         self.shown = True
