@@ -1,5 +1,6 @@
-"""The compiled bitstream reader, ltowrap._bitcode: optional, so that an install without a
-working C compiler still succeeds and runs the Python reader (formats/bitcode.py).
+"""The compiled bitstream reader, ltowrap._bitcode, and the backend clang's fork server,
+ltowrap._forkserver: optional, so that an install without a working C compiler still succeeds,
+runs the Python reader (formats/bitcode.py) and starts each backend clang anew.
 
 Python's configured compiler (usually gcc) is used when it is there; when it is not, the
 clang that every ltowrap user has builds it instead."""
@@ -25,6 +26,10 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+# ltowrap._forkserver is not a Python extension but a library preloaded into the backend clang
+# (jobs/forkserver.py); built the same way, it is optional the same way.
 setup(ext_modules=[Extension("ltowrap._bitcode", ["ltowrap/_bitcode.c"], optional=True,
-                             extra_compile_args=["-std=c11", "-O2"])],
+                             extra_compile_args=["-std=c11", "-O2"]),
+                   Extension("ltowrap._forkserver", ["ltowrap/_forkserver.c"], optional=True,
+                             extra_compile_args=["-std=c11", "-O2"], libraries=["dl"])],
       cmdclass={"build_ext": BuildExt})

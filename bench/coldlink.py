@@ -1,6 +1,6 @@
 """Where a cold link's time goes, against in-process ThinLTO and the floor of distributing it.
 
-    .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400] [--python-reader]
+    .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400] [--python-reader] [--started-anew]
 
 For each project the objects are built once through ltowrap (so every module has its option
 record), and then, repetition by repetition and alternating, the main binary's link line runs:
@@ -10,7 +10,8 @@ record), and then, repetition by repetition and alternating, the main binary's l
 
 The floor of a distributed link on this machine is in-process + modules x (one backend
 clang on an empty module) / 2: a backend compile pays a process start that in-process
-ThinLTO does not. Everything above it is ltowrap's own. From LTOWRAP_LOG each ltowrap link
+ThinLTO does not. Everything above it is ltowrap's own. (A backend forked from the link's
+fork server, the default, pays less than that start, so a link can come in under the floor.) From LTOWRAP_LOG each ltowrap link
 gives its phases (driver line, memo lookup, plan, thin-link, keys and cache lookups, backends,
 final link, memo store), its CPU (ltowrap's own Python, and the tools it ran), ltowrap's own
 CPU by what it was doing (the record's cpu.by: log.CpuLedger), the time between the
@@ -27,7 +28,9 @@ backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
                      link, the last backend alone, idle slots)
 
 With --python-reader a third configuration runs beside them: ltowrap with its pure-Python
-bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's gain.
+bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's gain. With
+--started-anew, ltowrap with every backend clang started anew rather than forked from the
+link's fork server (LTOWRAP_FORK_SERVER=0): the fork server's gain, in the tools' CPU.
 
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
 calling each other, bench/shardkey_cost.py's generator). Writes bench/out/<date>-coldlink.{json,md}.
@@ -133,7 +136,8 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
                   f"-Wl,--thinlto-prefix-replace=;{shards}/"]
     output = tmp / f"{name}.out"
     rows = []
-    variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {})}
+    variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {}),
+                **({"ltowrap, started anew": {"LTOWRAP_FORK_SERVER": "0"}} if a.started_anew else {})}
     configs = ["inproc", *variants]
     for rep in range(a.reps):
         for which in configs[rep % len(configs):] + configs[:rep % len(configs)]:
@@ -251,6 +255,8 @@ def main() -> int:
     p.add_argument("--modules", type=int, default=400, help="modules of the synthetic link")
     p.add_argument("--python-reader", action="store_true",
                    help="also run ltowrap with the pure-Python bitcode reader (LTOWRAP_NATIVE=0), side by side")
+    p.add_argument("--started-anew", action="store_true",
+                   help="also run ltowrap with every backend clang started anew (LTOWRAP_FORK_SERVER=0), side by side")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()

@@ -216,6 +216,8 @@ class Settings:
     small_link = Setting(1, _int, "links of at most this many bitcode modules (no bitcode archive among the inputs) "
                          "are linked by lld in-process, uncached, as without ltowrap: they have nothing to import or "
                          "spread (0 = distribute every link)")
+    fork_server = Setting(True, parse_bool, "start the backend clangs by forking one clang a link that has loaded its "
+                          "libraries already (false: each started anew)")
     use_lld = Setting(True, parse_bool, "link bitcode with the ld.lld beside clang when the driver would use another linker")
     clang = Setting("", _str, "path of the real clang driver (else the first clang on PATH that is not ltowrap)",
                     output=True)

@@ -80,6 +80,7 @@ class Record:
     backend_hits: int = 0
     backend_waits: int | None = None  # backends another process was making when this one needed them
     slots: str | None = None  # where backend compiles got their slots: 'jobserver' (make's) or 'pool' (the machine's)
+    forked: int | None = None  # backend compiles forked from the link's fork server (the others were started anew)
     remote_hits: int | None = None
     remote_executed: int | None = None
     remote_local: int | None = None  # execute mode: jobs compiled here beside the workers (the split: this and remote_executed)

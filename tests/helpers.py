@@ -420,6 +420,22 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def fork_server(pid: int) -> bool:
+    """Is it a link's fork server (jobs/forkserver.py), the parent of the backends it forks?"""
+    return any(a.startswith(b"--ltowrap-fork-server=") for a in cmdline(pid)[1:2])
+
+
+def started(pid: int) -> list[int]:
+    """The processes `pid` started: its children, a fork server's counted as its own."""
+    return [p for c in children(pid) for p in (children(c) if fork_server(c) else [c])]
+
+
+def started_by(pid: int) -> int:
+    """The process that started `pid`: its parent, or a fork server's parent for a compile it forked."""
+    parent = parent_pid(pid)
+    return parent_pid(parent) if fork_server(parent) else parent
+
+
 def own_mounts() -> list[str]:
     """The prefix that runs a command in a mount namespace of its own (unshare; no root needed).
 

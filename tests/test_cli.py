@@ -59,6 +59,9 @@ def test_version_help_and_config(project, monkeypatch):
 def test_doctor_reports_a_broken_setup(project, tmp_path, tc22):
     ok = run([wrapper("ltowrap"), "doctor"], project, env=ltowrap_env(tc22), check=False)
     assert ok.returncode == 0 and "22.1" in ok.stdout
+    assert f"fork server: ready: backend clangs are forked from one {tc22.clang} a link" in ok.stdout
+    off = run([wrapper("ltowrap"), "doctor"], project, env=ltowrap_env(tc22, LTOWRAP_FORK_SERVER="0"), check=False)
+    assert "fork server: off (fork_server): each backend clang starts anew" in off.stdout
     (tmp_path / "file").write_text("x")
     bad = run([wrapper("ltowrap"), "doctor"], project,
               env=ltowrap_env(tc22, LTOWRAP_CACHE_DIR=str(tmp_path / "file" / "c")), check=False)

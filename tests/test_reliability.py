@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (Toolchain, alive, children, cmdline, compile_all, links, ltowrap_env, pids, run, stats_json,
-                     wait_until, wrapper, write)
+from helpers import (Toolchain, alive, children, cmdline, compile_all, links, ltowrap_env, pids, run, started,
+                     stats_json, wait_until, wrapper, write)
 from needs import missing
 from ltowrap import cache as cache_mod
 from ltowrap.cachekey import digest_bytes
@@ -134,7 +134,7 @@ def _kind(cmd: list[bytes]) -> str:
 
 
 def _kids(pid: int) -> dict[int, str]:
-    return {c: _kind(cmdline(c)) for c in children(pid)}
+    return {c: _kind(cmdline(c)) for c in started(pid)}
 
 
 def _phase(pid: int) -> str:
@@ -238,7 +238,7 @@ def _freeze(ld: int) -> str:
     """
     before = _kids(ld)  # kinds are read while the children run: a zombie has no cmdline
     os.kill(ld, signal.SIGSTOP)
-    kinds = {before.get(child) or _kind(cmdline(child)) for child in children(ld)}
+    kinds = {before.get(child) or _kind(cmdline(child)) for child in started(ld)}
     for k in ("thin-link", "backend", "final link"):
         if k in kinds:
             return k

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (backend_pids, compile_all, distributor_pids, have, links, ltowrap_env, make_program, max_overlap,
-                     open_files, own_mounts, parent_pid, run, stats_json, wait_until, wrapper, write)
+                     open_files, own_mounts, run, started_by, stats_json, wait_until, wrapper, write)
 from ltowrap import locks
 
 PROGRAMS = ("a", "b", "c")
@@ -206,7 +206,7 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     objects = _cache(tmp_path) / "o"
     # Mid-way: the first has stored its first object (the second had put it aside) and compiles another.
     wait_until(lambda: any(p.is_file() for p in objects.rglob("*"))
-               and [pid for pid in backend_pids(marker) if parent_pid(pid) == first.pid],
+               and [pid for pid in backend_pids(marker) if started_by(pid) == first.pid],
                60, "the first link mid-way", running=[first], every=0.005)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()

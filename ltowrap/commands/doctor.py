@@ -28,6 +28,7 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
         problems += not ok
         print(f"[{'ok' if ok else 'FAIL'}] {what}" + ("" if ok or not fix else f"\n       fix: {fix}"))
 
+    clang = None
     try:
         clang = toolchain.find_tool("clang", settings.clang)[0]
         version = toolchain.version_text(clang).splitlines()[0]
@@ -58,6 +59,8 @@ def run(settings: Settings, a: argparse.Namespace) -> int:
         report(True, f"make jobserver: {e}; the machine's slot pool is used instead")
     report(*_pool_check(settings, Cache(settings.cache_dir, stats.Stats())))
     report(True, _reader_line())
+    if clang is not None:
+        report(True, _fork_server_line(settings, clang))
     if settings.remote:
         for check in _remote_checks(settings):
             report(*check)
@@ -153,6 +156,24 @@ def _remote_probe(settings: Settings, client: Client) -> tuple[bool, str, str]:
         return False, f"remote probe ({shown}): {compiler} --version exited {result.exit_code} on the worker", \
             "set remote_compiler to clang's path on the workers"
     return True, f"remote probe ({shown}): {compiler} --version ran on a worker: {first[0] if first else '(no output)'}", ""
+
+
+def _fork_server_line(settings: Settings, clang: str) -> str:
+    """Whether backend clangs are forked from one clang a link (jobs/forkserver.py): tried for
+    real. Without it they start anew: slower, never wrong."""
+    from .. import proc
+    from ..jobs import forkserver
+
+    anew = "each backend clang starts anew"
+    if not settings.fork_server:
+        return f"fork server: off (fork_server): {anew}"
+    if forkserver.library() is None:
+        return f"fork server: not built (no C compiler at install time?): {anew}"
+    server = forkserver.start(clang, proc.tool_env(), ())
+    if server is None:
+        return f"fork server: {clang} cannot serve as one (not a dynamically linked program?): {anew}"
+    server.close()
+    return f"fork server: ready: backend clangs are forked from one {clang} a link"
 
 
 def _reader_line() -> str:

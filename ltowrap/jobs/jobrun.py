@@ -115,7 +115,7 @@ class JobRun:
         res = Resources(self.cache, identity, env, gate.jobs, gate, per_module_options=s.backend_opts == "module",
                         debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local,
                         local_only=local_only(clang, env) if session is not None else "", verify=s.verify,
-                        cpu=self.cpu)
+                        fork_server=s.fork_server, cpu=self.cpu)
         executor = Executor(backend, res, digest_of)
         try:
             yield executor
@@ -126,6 +126,7 @@ class JobRun:
             if session is not None:
                 session.close()
             executor.fill(self.record)
+            self.record.forked = executor.here.forks.forked or None
 
     def finish(self, cleanup: bool) -> None:
         import resource

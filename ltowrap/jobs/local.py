@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .. import fsutil, log, proc
 from ..locks import POLL
 from ..stages import backend
+from .forkserver import Forks
 from .prepare import JobState
 from .slots import Gate, Ticket
 
@@ -52,9 +53,9 @@ class Running:
             self.out_fd = -1
 
 
-def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: dict[str, str]) -> Running:
+def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: dict[str, str], forks: Forks) -> Running:
     """Start the job's compile in this slot (its shard written first, if it is not there),
-    in `env` (proc.tool_env); the slot is given back if it cannot start."""
+    in `env` (proc.tool_env), through `forks`; the slot is given back if it cannot start."""
     job = state.job
     shard_path = job.shard_path
     out_fd = -1
@@ -64,8 +65,7 @@ def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: d
             with open(shard_path, "wb") as f:
                 f.write(job.shard)
         out_fd = os.memfd_create("ltowrap-backend", os.MFD_CLOEXEC)
-        child = proc.spawn(state.argv, output=out_fd, watch=True, keep_fds=gate.inherit(ticket), sigmask=sigmask,
-                           env=env)
+        child = forks.spawn(state.argv, out_fd, gate.inherit(ticket), sigmask, env)
     except BaseException:
         if out_fd >= 0:
             os.close(out_fd)
@@ -83,6 +83,11 @@ class LocalSide:
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU: starts charge theirs
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
     env: dict[str, str] = field(default_factory=proc.tool_env)  # the compiles' environment, made once
+    fork_server: bool = True  # compiles forked from one clang of the run (forkserver.py), else each started anew
+    forks: Forks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.forks = Forks(self.fork_server)
 
     def take(self) -> Ticket | None:
         """A slot, if this run has room for one more compile and the gate gives one."""
@@ -91,7 +96,7 @@ class LocalSide:
     def start(self, state: JobState, ticket: Ticket) -> None:
         """Start the job's compile in this slot, in the first lane free."""
         with self.cpu.charge(log.Cpu.STARTS), stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
-            child = spawn(state, self.gate, ticket, mask, self.env)
+            child = spawn(state, self.gate, ticket, mask, self.env, self.forks)
             lanes = {r.lane for r in self.running.values()}
             child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
             self.running[child.child.pidfd] = child
@@ -153,6 +158,7 @@ class LocalSide:
             child.drop()
             self.gate.give(child.ticket)
         self.running.clear()
+        self.forks.close()
 
 
 @dataclass

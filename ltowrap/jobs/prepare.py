@@ -56,6 +56,7 @@ class Resources:
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
     local_only: str = ""  # why no backend may go remote (the local clang reads config files or environment)
     verify: float = 0.0  # share of hits compiled again and compared (config.Settings.verify)
+    fork_server: bool = True  # compiles forked from one clang a run (forkserver.py)
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU, by heading
 
 

@@ -1,0 +1,210 @@
+"""forkserver: backend compiles forked from one clang a link (ltowrap/_forkserver.c preloaded).
+
+A forked compile must be what a started one is, to the program and to anyone watching it:
+its command line, environment, working directory, signal mask, descriptors and standard
+input as the program sees them; its exit code or signal; its command line in /proc; stopped
+when asked. A probe program prints what it sees, started both ways. Then real links, with the
+server on and off: the same binary, every backend forked or none.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from pathlib import Path
+
+import pytest
+
+from helpers import cmdline, links, link_all, ltowrap_env, many_modules, run, write
+
+from ltowrap import proc
+from ltowrap.jobs import forkserver
+from ltowrap.jobs.forkserver import Forks
+
+PROBE = r"""
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern char **environ;
+
+static void target(const char *what, int fd) {
+    char path[64], to[4096];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, to, sizeof to - 1);
+    to[n < 0 ? 0 : n] = 0;
+    printf("%s %s\n", what, to);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) printf("arg %s\n", argv[i]);
+    for (char **e = environ; *e; e++) printf("env %s\n", *e);
+    char cwd[4096];
+    printf("cwd %s\n", getcwd(cwd, sizeof cwd));
+    sigset_t mask;
+    sigprocmask(SIG_BLOCK, NULL, &mask);
+    for (int s = 1; s < 65; s++) if (sigismember(&mask, s)) printf("blocked %d\n", s);
+    struct sigaction action;
+    for (int s = 1; s < 32; s++)
+        if (sigaction(s, NULL, &action) == 0 && action.sa_handler != SIG_DFL) printf("handled %d\n", s);
+    target("stdin", 0);
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *entry;
+    while ((entry = readdir(d)) != NULL) {
+        int fd = atoi(entry->d_name);
+        if (entry->d_name[0] != '.' && fd > 2 && fd != dirfd(d)) target("fd", fd);
+    }
+    closedir(d);
+    fflush(stdout);
+    if (argc > 1 && strncmp(argv[1], "exit=", 5) == 0) return atoi(argv[1] + 5);
+    if (argc > 1 && strncmp(argv[1], "signal=", 7) == 0) raise(atoi(argv[1] + 7));
+    if (argc > 1 && strcmp(argv[1], "sleep") == 0) pause();
+    if (argc > 1 && strcmp(argv[1], "reexec") == 0) {  /* what a program it runs is given */
+        char *again[] = {argv[0], "exit=0", NULL};
+        execv(argv[0], again);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture
+def probe(tc22, tmp_path) -> str:
+    if forkserver.library() is None:
+        pytest.fail("ltowrap/_forkserver*.so is not built: pip install . (or setup.py build_ext --inplace) builds it")
+    write(tmp_path / "probe.c", PROBE)
+    run([tc22.clang, "-O1", "probe.c", "-o", "probe"], tmp_path)
+    return str(tmp_path / "probe")
+
+
+def started(forks: Forks, argv: list[str], env: dict[str, str], keep: tuple[int, ...] = ()) -> tuple[int, list[str]]:
+    """Run argv through `forks` to its end: (exit code, the lines it printed)."""
+    out = os.memfd_create("probe", os.MFD_CLOEXEC)
+    try:
+        child = forks.spawn(argv, out, keep, signal.pthread_sigmask(signal.SIG_BLOCK, []), env)
+        rc = child.wait()
+        os.lseek(out, 0, os.SEEK_SET)
+        return rc, os.read(out, 1 << 20).decode().splitlines()
+    finally:
+        os.close(out)
+
+
+def test_a_forked_compile_sees_what_a_started_one_does(probe, tmp_path):
+    env = proc.tool_env({**os.environ, "PROBE_SPACE": "a b", "PROBE_EMPTY": ""})
+    lock = os.open(tmp_path / "slot", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+    argv = [probe, "reexec", "--with=an argument", ""]
+    forks, anew = Forks(), Forks(enabled=False)
+    out = os.memfd_create("sleeper", os.MFD_CLOEXEC)
+    try:
+        got = {name: started(f, argv, env, (lock,)) for name, f in (("forked", forks), ("started", anew))}
+        sleeper = forks.spawn([probe, "sleep"], out, (), set(), env)
+        again = started(forks, argv, env, (lock,))  # beside another job: none of its descriptors
+        sleeper.kill(signal.SIGTERM)
+    finally:
+        os.close(out)
+        os.close(lock)
+        forks.close()
+    assert forks.forked == 3 and anew.forked == 0
+    # The same lines; the descriptors a compile holds (its slot's lock, what the caller left
+    # open to children) may have other numbers, so come in another order.
+    assert got["forked"][0] == got["started"][0] == again[0] == 0
+    assert sorted(got["forked"][1]) == sorted(got["started"][1]) == sorted(again[1])
+    lines = got["forked"][1]
+    assert lines[:4] == [f"arg {probe}", "arg reexec", "arg --with=an argument", "arg "]
+    assert [line for line in lines if line.startswith("env ")] == [f"env {k}={v}" for k, v in env.items()] * 2
+    assert lines.count(f"fd {tmp_path / 'slot'}") == 2  # held across the exec too
+
+
+def test_exit_codes_and_signals_come_back_as_a_started_compiles_do(probe):
+    env = proc.tool_env()
+    forks, anew = Forks(), Forks(enabled=False)
+    try:
+        for how, rc in (("exit=3", 3), ("exit=0", 0), (f"signal={signal.SIGSEGV}", 128 + signal.SIGSEGV),
+                        (f"signal={signal.SIGTERM}", 128 + signal.SIGTERM)):
+            assert started(forks, [probe, how], env)[0] == rc == started(anew, [probe, how], env)[0], how
+    finally:
+        forks.close()
+    assert forks.forked == 4
+
+
+def test_a_forked_compile_shows_its_command_line_and_stops_when_asked(probe):
+    forks = Forks()
+    out = os.memfd_create("probe", os.MFD_CLOEXEC)
+    try:
+        child = forks.spawn([probe, "sleep", "marker-4711"], out, (), set(), proc.tool_env())
+        assert isinstance(child, forkserver.ServedChild)
+        ready, _, _ = select.select([child.pidfd], [], [], 0.2)
+        assert not ready  # still running
+        assert cmdline(child.pid)[:3] == [probe.encode(), b"sleep", b"marker-4711"]
+        child.kill(signal.SIGTERM)
+        assert not os.path.exists(f"/proc/{child.pid}")
+    finally:
+        os.close(out)
+        server = forks.server
+        forks.close()
+    assert server is not None and not os.path.exists(f"/proc/{server.process.pid}")
+
+
+def test_what_cannot_be_served_is_started_anew(probe, tc22, tmp_path, monkeypatch):
+    env = proc.tool_env()
+    script = write(tmp_path / "script", "#!/bin/sh\necho script \"$@\"\n")
+    script.chmod(0o755)
+    run([tc22.clang, "-static", "-O1", "probe.c", "-o", "static"], tmp_path)
+    for argv, first in (([str(script), "x"], "script x"), ([str(tmp_path / "static"), "exit=0"], "arg ")):
+        forks = Forks()
+        assert started(forks, argv, env)[1][0].startswith(first)
+        assert forks.forked == 0 and forks.server is None
+    # A library that does not stop the program (here: none of ours): the program runs its own
+    # main with the server's arguments and ends, never ready; the jobs are started anew.
+    write(tmp_path / "other.c", "int other(void) { return 1; }\n")
+    run([tc22.clang, "-shared", "-fPIC", "other.c", "-o", "other.so"], tmp_path)
+    monkeypatch.setattr(forkserver, "library", lambda: str(tmp_path / "other.so"))
+    forks = Forks()
+    rc, lines = started(forks, [probe, "exit=5"], env)
+    assert rc == 5 and lines[1] == "arg exit=5" and forks.forked == 0 and forks.server is None
+
+
+def test_a_gone_server_leaves_the_rest_to_be_started_anew(probe):
+    env = proc.tool_env()
+    forks = Forks()
+    try:
+        assert started(forks, [probe, "exit=1"], env)[0] == 1 and forks.forked == 1
+        assert forks.server is not None
+        os.kill(forks.server.process.pid, signal.SIGKILL)
+        assert started(forks, [probe, "exit=2"], env)[0] == 2
+        assert started(forks, [probe, "exit=3"], env)[0] == 3
+        assert forks.forked == 1 and forks.server is None
+    finally:
+        forks.close()
+
+
+@pytest.mark.parametrize("version", [13, 22])
+def test_a_link_forks_every_backend_and_links_what_it_links_without(version, tmp_path):
+    """Real links of 6 modules by clang 13 and 22: with the fork server, every backend is forked,
+    and the binary and objects are those of backends started anew."""
+    from helpers import toolchain
+
+    tc = toolchain(version)
+    objects = many_modules(tmp_path, tc, 6)
+    binaries = {}
+    for setting in ("1", "0"):
+        env = ltowrap_env(tc, LTOWRAP_FORK_SERVER=setting, LTOWRAP_CACHE_DIR=str(tmp_path / f"cache{setting}"))
+        link_all(tmp_path, env, objects, f"prog{setting}")
+        binaries[setting] = (tmp_path / f"prog{setting}").read_bytes()
+    on, off = links(tmp_path)[-2:]
+    assert on["decision"] == off["decision"] == "distributed"
+    assert on.get("forked") == on["backend_compiles"] == len(objects) and "forked" not in off
+    assert binaries["1"] == binaries["0"]
+    assert run([str(tmp_path / "prog1")], tmp_path).stdout == run([str(tmp_path / "prog0")], tmp_path).stdout
+
+
+def test_the_library_is_not_a_python_module():
+    """It is loaded into clang, which has no Python: it must need nothing from libpython."""
+    lib = forkserver.library()
+    if lib is None:
+        pytest.fail("ltowrap/_forkserver*.so is not built")
+    data = Path(lib).read_bytes()
+    assert b"__libc_start_main" in data and b"Py_" not in data and b"PyInit" not in data
