@@ -1,4 +1,5 @@
-"""archive.read_members on archives written by real tools (llvm-ar 22, GNU ar), plus corrupt ones."""
+"""archive.read_members and has_bitcode_member on archives written by real tools (llvm-ar 22, GNU
+ar), plus corrupt ones."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from needs import missing
 
 from ltowrap.errors import Unsupported
-from ltowrap.formats.archive import Member, read_members
+from ltowrap.formats.archive import Member, has_bitcode_member, read_members
 
 LLVM = Path("/usr/lib/llvm-22/bin")
 CLANG = LLVM / "clang"
@@ -358,3 +359,47 @@ def test_bad_bsd_name_length(tmp_path, name):
     path = corrupt(tmp_path, b"!<arch>\n" + bsd_header(name, 4) + b"abcd")
     with pytest.raises(Unsupported):
         read_members(path)
+
+
+# --- has_bitcode_member: headers and 4 bytes a member, at the offsets the headers give --------
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        pytest.param([LLVM_AR, "rcs"], id="llvm-ar"),
+        pytest.param([GNU_AR, "rcs"], id="gnu-ar", marks=needs_gnu_ar),
+        pytest.param([LLVM_AR, "--format=bsd", "rcs"], id="llvm-ar-bsd"),
+        pytest.param([LLVM_AR, "rcsT"], id="llvm-ar-thin"),
+    ],
+)
+def test_a_bitcode_member_after_native_ones_of_every_size_is_found(work, tool):
+    """The bitcode member comes last, after an odd-sized one (its padding byte), a long name
+    (the long-name table, or BSD's #1/ name before the data) and many native members."""
+    natives = []
+    for i in range(40):
+        (work / f"n{i}.o").write_bytes((work / "native.o").read_bytes() + b"\0" * i)
+        natives.append(f"n{i}.o")
+    sh(*tool, "lib.a", "odd.txt", LONG, *natives, "bitcode.o", cwd=work)
+    assert has_bitcode_member(str(work / "lib.a"))
+    sh(*tool, "native.a", "odd.txt", LONG, *natives, cwd=work)
+    assert not has_bitcode_member(str(work / "native.a"))
+
+
+def test_a_bsd_long_named_bitcode_member_is_read_past_its_name(work):
+    (work / "a_long_bitcode_member_name.o").write_bytes((work / "bitcode.o").read_bytes())
+    sh(LLVM_AR, "--format=bsd", "rcS", "lib.a", "a_long_bitcode_member_name.o", cwd=work)
+    assert b"#1/" in (work / "lib.a").read_bytes()[8:24]
+    assert has_bitcode_member(str(work / "lib.a"))
+
+
+def test_a_malformed_or_unreadable_archive_holds_no_bitcode(work, gnu_blob, tmp_path):
+    """The link then passes through, and the linker says what is wrong."""
+    assert has_bitcode_member(corrupt(tmp_path, gnu_blob))
+    pos = first_member_offset(gnu_blob, b"native.o/")
+    bad = gnu_blob[: pos + 58] + b"XX" + gnu_blob[pos + 60 :]  # native.o's header, before bitcode.o
+    assert not has_bitcode_member(corrupt(tmp_path, bad))
+    bitcode_at = first_member_offset(gnu_blob, b"bitcode.o/")
+    assert not has_bitcode_member(corrupt(tmp_path, gnu_blob[: bitcode_at + 60 + 2]))  # 2 bytes of it left
+    assert not has_bitcode_member(str(tmp_path / "absent.a"))
+    assert not has_bitcode_member(str(tmp_path))

@@ -164,6 +164,23 @@ def test_changing_what_the_link_reads_is_a_miss_and_a_correct_link(tmp_path, tc2
     assert counts()[:2] == (1, 2) and (d / "prog").read_bytes() == got
 
 
+def test_a_changed_member_of_a_thin_archive_is_a_miss(tmp_path, tc22):
+    """A thin archive holds only the names of its members: the manifest lists each member's own
+    file, and a member built again (the archive left as it was) is a miss."""
+    d = tmp_path / "p"
+    args = [a if a != "-lmul" else "thin.a" for a in project(d, tc22)]
+    run([tc22.ar, "rcsT", "thin.a", "mul.o"], d)
+    link(d, tc22, args)
+    before, archive = (d / "prog").read_bytes(), (d / "thin.a").read_bytes()
+    _member_via_L(d, tc22)  # mul.o built again (and lib/libmul.a, which this link does not name)
+    assert (d / "thin.a").read_bytes() == archive
+    (d / "prog").unlink()
+    link(d, tc22, args)
+    assert counts()[:2] == (0, 2)
+    got = (d / "prog").read_bytes()
+    assert got != before and got == fresh(d, tc22, args)
+
+
 def test_another_directory_or_option_is_a_miss(tmp_path, tc22):
     d = tmp_path / "p"
     args = project(d, tc22)

@@ -71,3 +71,22 @@ def test_link_sections_win_over_a_module_compiled_without_them(project, tmp_path
 
     assert relocatable(project, tc22, "link.o") == in_process
     assert not any(b.get("recorded") is False for b in links(tmp_path)[0]["backends"])  # a.o's own flags were on its line
+
+
+def test_each_backend_line_of_a_link_is_the_links_options_around_the_modules_own():
+    """LinkBackend makes the link's part of its lines once a link: every line still has the
+    link's options, those of its own module (less what would undo the link's sections) and
+    the options the link forces, in that order."""
+    from ltowrap.linkline.cmdline import parse
+    from ltowrap.stages.backend import LinkBackend, forced_options, link_options
+
+    for sections, argv in (("link", ["-shared", "--lto-O3", "-plugin-opt=mcpu=znver2", "-mllvm", "-x86-asm-syntax=intel"]),
+                           ("module", ["-pie", "--lto-O1"]), ("module", ["-pie", "--symbol-ordering-file=o.txt"])):
+        cmd = parse([*argv, "a.o", "-o", "out"])
+        backend = LinkBackend("clang", cmd, sections)
+        sectioned = sections == "link" or cmd.orders_sections
+        for module, recorded in (("m1.o", ["-O1", "-fno-function-sections"]), ("m2.o", ["-mavx2"]), ("m3.o", None)):
+            own = [o for o in recorded or [] if not (sectioned and o == "-fno-function-sections")]
+            want = ["clang", "-c", "-x", "ir", module, f"-fthinlto-index={module}.bc", "-o", f"{module}.out",
+                    "-Wno-unused-command-line-argument", *link_options(cmd, sections), *own, *forced_options(cmd)]
+            assert backend.argv(module, f"{module}.bc", f"{module}.out", recorded) == want

@@ -55,11 +55,20 @@ class Member:
 
 def read_members(path: str) -> list[Member]:
     """Every object member in archive order (duplicates kept); raises Unsupported if malformed."""
+    return members_of(read_archive(path), path)
+
+
+def read_archive(path: str) -> bytes:
+    """The archive file's bytes (members_of reads them); Unsupported if it cannot be read."""
     try:
         with open(path, "rb") as f:
-            blob = f.read()
+            return f.read()
     except OSError as e:
         raise Unsupported(Reason.UNREADABLE_INPUT, f"cannot read archive {path!r}: {e.strerror}") from e
+
+
+def members_of(blob: bytes, path: str) -> list[Member]:
+    """read_members of the archive `path` whose bytes are `blob`."""
     thin = blob.startswith(THIN_ARCHIVE)
     if not (thin or blob.startswith(ARCHIVE)):
         raise Unsupported(Reason.BAD_ARCHIVE, f"{path!r} is not an archive")
@@ -134,7 +143,9 @@ def may_hold_fat_member(path: str) -> bool:
 
 
 def has_bitcode_member(path: str) -> bool:
-    """Does a regular archive hold a bitcode member? Reads only headers and 4 bytes a member.
+    """Does a regular archive hold a bitcode member? Reads only headers and 4 bytes a member:
+    one pread a member (a header and the 4 bytes after it), at the offsets the headers give,
+    so an archive of hundreds of native members (libgcc.a) costs a few hundred small reads.
 
     Thin archives are answered by read_members. A malformed archive answers False here: the
     link then passes through, and the linker reports it.
@@ -142,23 +153,27 @@ def has_bitcode_member(path: str) -> bool:
     from ..magic import is_bitcode
 
     try:
-        with open(path, "rb") as f:
-            if f.read(8) != ARCHIVE:
-                return any(is_bitcode(m.read()[:4]) for m in read_members(path))
-            while True:
-                pos = f.tell()
-                header = f.read(_HEADER)
-                if len(header) < _HEADER:
-                    return False
-                name, size = _header(path, header, pos)
-                start = f.tell()
-                head = f.read(4)
-                if name.startswith(b"#1/"):  # BSD: the name comes first
-                    n = int(name[3:]) if name[3:].isdigit() else 0
-                    f.seek(start + n)
-                    head = f.read(4)
-                if name not in _SPECIAL and is_bitcode(head):
-                    return True
-                f.seek(start + size + (size & 1))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if os.pread(fd, len(ARCHIVE), 0) != ARCHIVE:
+            return any(is_bitcode(m.read()[:4]) for m in read_members(path))
+        pos = len(ARCHIVE)
+        while True:
+            chunk = os.pread(fd, _HEADER + 4, pos)  # a header and its data's first 4 bytes
+            if len(chunk) < _HEADER:
+                return False
+            name, size = _header(path, chunk[:_HEADER], pos)
+            start = pos + _HEADER
+            head = chunk[_HEADER:]
+            if name.startswith(b"#1/"):  # BSD: the name comes first
+                n = int(name[3:]) if name[3:].isdigit() else 0
+                head = os.pread(fd, 4, start + n)
+            if name not in _SPECIAL and is_bitcode(head):
+                return True
+            pos = start + size + (size & 1)
     except (OSError, Unsupported):
         return False
+    finally:
+        os.close(fd)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..errors import Reason, Unsupported
 from ..formats import irmodule
@@ -256,13 +257,21 @@ class LinkBackend:
     command: LinkCommand
     sections: str = "link"  # config.Settings.sections
 
+    @cached_property
+    def _link_parts(self) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+        """What every backend command line of the link shares: link_options, link_sections and
+        forced_options of its command (made once a link: a link makes two lines a module)."""
+        cmd = self.command
+        return tuple(link_options(cmd, self.sections)), link_sections(cmd, self.sections), tuple(forced_options(cmd))
+
     def argv(self, module: str, shard: str, output: str, recorded: list[str] | None, dwo: str = "") -> list[str]:
+        link, sectioned, forced = self._link_parts
         return [
             self.clang, "-c", "-x", "ir", module, f"-fthinlto-index={shard}", "-o", output,
             "-Wno-unused-command-line-argument",
-            *link_options(self.command, self.sections),
-            *module_own(recorded or [], link_sections(self.command, self.sections)),
-            *forced_options(self.command),
+            *link,
+            *module_own(recorded or [], sectioned),
+            *forced,
             *(split_dwarf_options(dwo, dwo_output(output)) if dwo else []),
             *(remarks_options(self.command, side_output(output, "remarks")) if self.command.lto.remarks_file else []),
         ]

@@ -28,7 +28,7 @@ from ..formats.bitcode import BadBitcode, module_count
 from ..fsutil import read_bytes
 from ..linkline import ldscript
 from ..linkline.cmdline import Arg, LinkCommand
-from ..magic import is_archive, is_bitcode, read_head
+from ..magic import THIN_ARCHIVE, is_archive, is_bitcode, read_head
 from ..optrecords import record_key
 
 
@@ -80,8 +80,9 @@ class LinkPlan:
     other_inputs: tuple[str, ...]  # input files left as they are (native, shared, scripts)
     scripts: ldscript.ScriptReads  # what linker scripts make lld read (files besides other_inputs), and probe
     lld_major: int = 0  # the linker's major release (what it names LTO objects in a map: finallink)
-    # The input files it read whole (a bitcode module, a FatLTO object), by path: the digest of
-    # their bytes (the link memo's manifest takes it rather than read them again).
+    # The input files it read whole (a bitcode module, a FatLTO object, a regular archive with
+    # bitcode), by path: the digest of their bytes (the link memo's manifest takes it rather than
+    # read them again). Not a thin archive: the memo lists its members, files of their own.
     read: dict[str, str] = field(default_factory=dict)
 
     def by_path(self) -> dict[str, Module]:
@@ -142,6 +143,7 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
         return m
 
     fat = command.fat_lto_objects
+    native: set[str] = set()  # archives found to hold no module (a link names libgcc.a twice)
     for arg in command.args:
         path = arg.input
         if path is None:
@@ -158,14 +160,19 @@ def build(command: LinkCommand, cache: Cache, lld_major: int) -> LinkPlan:
             read[path] = digest_bytes(data)
             pieces.append(Piece(arg, (module(bitcode, path, container=data),), rewritten=True))
         elif is_archive(head):
-            if not archive.has_bitcode_member(path) and not (fat and archive.may_hold_fat_member(path)):
+            if path in native or (not archive.has_bitcode_member(path)
+                                  and not (fat and archive.may_hold_fat_member(path))):
                 # reads headers only (or, for --fat-lto-objects, scans once): libc.a stays cheap
+                native.add(path)
                 others.append(path)
                 pieces.append(Piece(arg))
                 continue
+            blob = archive.read_archive(path)
+            if not blob.startswith(THIN_ARCHIVE):
+                read[path] = digest_bytes(blob)
             expanded: list[Module | str] = []
             names: list[str] = []
-            for m in archive.read_members(path):
+            for m in archive.members_of(blob, path):
                 data = m.read()
                 origin = f"{path}({m.name})"
                 # lld's names: a bitcode member's module, and a native member in a map (toString(InputFile))
