@@ -41,7 +41,7 @@ import errno
 import fcntl
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -291,10 +291,19 @@ class Claims:
         try:
             yield waited
         finally:
-            self._let_go(name)
+            if self._let_go(name):
+                self._wake()
 
     def release(self, kind: str, key: str) -> None:
-        self._let_go(self.name(kind, key))
+        self.release_all(((kind, key),))
+
+    def release_all(self, claims: Iterable[tuple[str, str]]) -> None:
+        """Let go of these claims (kind, key), waking the waiters once, after the last byte is free."""
+        freed = False
+        for kind, key in claims:
+            freed = self._let_go(self.name(kind, key)) or freed
+        if freed:
+            self._wake()
 
     def fds(self) -> list[int]:
         return self.locks.waker(self.path).fds()
@@ -328,21 +337,28 @@ class Claims:
         self._held[at] = {name}
         return True
 
-    def _let_go(self, name: str) -> None:
+    def _let_go(self, name: str) -> bool:
+        """Let go of the claim; True if its byte is free now (its waiters are to be woken: _wake)."""
         at = self.offset(name)
         names = self._held.get(at)
         if names is None or name not in names:
-            return
+            return False
         names.discard(name)
         if names or self._fd is None:
-            return
+            return False
         del self._held[at]
         try:
             fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, at, 1, 0))
-            # The waiters' wake, after the byte is free: a close of `claims` open for writing.
+        except OSError:
+            return False  # held until this process closes `claims`, which then wakes them
+        return True
+
+    def _wake(self) -> None:
+        """The waiters' wake, after the bytes let go are free: a close of `claims` open for writing."""
+        try:
             os.close(os.open(self.path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
         except OSError:
-            pass  # held until this process closes `claims`, which then wakes them
+            pass  # a waiter tries again at its backstop (BACKSTOP)
 
 
 def sweep(path: str) -> int:

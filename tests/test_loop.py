@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 from ltowrap import locks, log, proc, progress
 from ltowrap.jobs.executor import Executor, Outcome
+from ltowrap.jobs import local
 from ltowrap.jobs.local import LocalSide, Running
 from ltowrap.jobs.slots import Local, Ticket
 
@@ -70,18 +71,65 @@ def test_a_drain_forgets_every_event_queued_and_does_not_block_when_none_is(tmp_
     waker.close()
 
 
-def test_what_a_compile_printed_is_read_back_and_its_log_closed():
+def test_what_a_compile_printed_is_read_back_and_its_log_kept():
     for text in ("", "warning: something\n"):
-        fd = os.memfd_create("printed", os.MFD_CLOEXEC)
+        fd = local.new_log()
         os.write(fd, text.encode())
         running = Running(proc.Child(0), None, 0.0, Ticket(), fd)  # type: ignore[arg-type]
         assert running.printed() == text
+        assert running.out_fd == fd
+        running.drop()
         assert running.out_fd == -1
+
+
+def _ended(here: LocalSide, argv: list[str]) -> Running:
+    """Run `argv` as the compile of a job (its shard there already), printing to a log of `here`; once ended."""
+    state = SimpleNamespace(argv=argv, job=SimpleNamespace(shard_path=__file__))
+    here.start(state, Ticket())  # type: ignore[arg-type]
+    (running,) = here.running.values()
+    ended, _ = here.wait(False, [], [None], busy=False)
+    assert ended == [running]
+    return here.ended(running)[0]
+
+
+def test_a_log_a_compile_left_is_emptied_and_the_next_compile_prints_to_it_from_its_start():
+    """Its offset is where the first compile left it, past the end once emptied: the log is
+    opened for appending, so the second compile's text is not written after a hole."""
+    here = LocalSide(Local(jobs=1), 1)
+    try:
+        first = _ended(here, ["/bin/sh", "-c", "echo a long first line"])
+        assert first.out == "a long first line\n" and first.out_fd == -1 and len(here.logs) == 1
+        log_fd = here.logs[0]
+        second = _ended(here, ["/bin/sh", "-c", "echo second"])
+        assert second.out == "second\n" and here.logs == [log_fd]  # the same log, emptied
+        third = _ended(here, ["/bin/true"])
+        assert third.out == "" and here.logs == [log_fd]
+    finally:
+        here.close()
+    assert not here.logs
+    try:
+        os.fstat(log_fd)
+    except OSError:
+        return
+    raise AssertionError("the log was not closed")
+
+
+def test_a_compile_stopped_before_its_end_has_its_log_closed_not_kept():
+    here = LocalSide(Local(jobs=1), 1)
+    try:
+        state = SimpleNamespace(argv=["/bin/sleep", "60"], job=SimpleNamespace(shard_path=__file__))
+        here.start(state, Ticket())  # type: ignore[arg-type]
+        (running,) = here.running.values()
+        log_fd = running.out_fd
+        here.stop(running)
+        assert not here.logs and running.out_fd == -1
         try:
-            os.fstat(fd)
+            os.fstat(log_fd)
         except OSError:
-            continue
+            return
         raise AssertionError("the log was not closed")
+    finally:
+        here.close()
 
 
 def test_the_progress_line_counts_the_modules_done_and_cached():

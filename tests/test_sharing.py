@@ -588,6 +588,31 @@ def test_two_claims_on_one_byte_in_one_process_are_let_go_with_the_last(tmp_path
         other.close()
 
 
+def test_claims_let_go_together_wake_their_waiters_once_after_the_last_is_free(tmp_path, monkeypatch):
+    """A job's two claims are let go in one step (Store.release): one close of `claims`, when
+    both bytes are free, so a woken waiter finds both free."""
+    d = str(tmp_path / "locks")
+    mine = locks.Claims(locks.LockDir(d))
+    other = locks.Claims(locks.LockDir(d))
+    wakes: list[tuple[bool, bool]] = []
+
+    def wake(claims: locks.Claims) -> None:  # mine: what a waiter woken now would find
+        if claims is mine:
+            wakes.append((other.try_claim("o", "k"), other.try_claim("e", "c")))
+            other.release_all([("o", "k"), ("e", "c")])
+
+    monkeypatch.setattr(locks.Claims, "_wake", wake)
+    try:
+        assert mine.try_claim("o", "k") and mine.try_claim("e", "c")
+        mine.release_all([("o", "k"), ("e", "c"), ("o", "not held")])
+        assert wakes == [(True, True)]
+        mine.release_all([("o", "k")])  # not held any more: nothing let go, no wake
+        assert len(wakes) == 1
+    finally:
+        mine.close()
+        other.close()
+
+
 # Inside a mount namespace: a read-only tmpfs on $1, then the claims tried in a lock directory under it.
 READ_ONLY = """set -e
 mount -t tmpfs -o ro tmpfs "$1"

@@ -367,15 +367,12 @@ class Executor:
     # --- a compile's result -------------------------------------------------------------------
 
     def _reap(self, child: Running, rc: int, end: float) -> ToolFailed | None:
-        """Check and store the object of a child that ended (LocalSide.ended), then let go of its claim."""
+        """Check and store the object of a child that ended (LocalSide.ended); Store.keep lets go of its claims."""
         state = child.state
         if not state.keyed:  # started early, done before its key: made now, to store the object under
             self.prep.make_key(state)
             self.store.claim_key(state)  # held by another process or not, this object is made: it is stored
-        try:
-            failure = self._finish(state, rc, child.out, end - child.start)
-        finally:
-            self.store.release(state)  # after the store: a waiter finds the object
+        failure = self._finish(state, rc, child.out, end - child.start)  # its claims let go after the store
         if not failure:
             if self.far is not None:  # this compile won its race: the worker's run is dropped
                 self.far.won_here(state)

@@ -7,12 +7,11 @@ every side output the job asks for (split DWARF, optimization records) was writt
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import fsutil, log, proc
@@ -21,6 +20,8 @@ from ..stages import backend
 from .forkserver import Forks
 from .prepare import JobState
 from .slots import Gate, Ticket
+
+HELD = frozenset({signal.SIGINT, signal.SIGTERM})  # held back while a compile starts (LocalSide.start)
 
 
 @dataclass(eq=False, repr=False)
@@ -37,15 +38,13 @@ class Running:
     out: str = ""  # what it printed, read once it ended (LocalSide.ended)
 
     def printed(self) -> str:
-        """What it printed (it has ended); its log is closed. Most compiles print nothing: then
-        the log's size says so, and it is not read."""
-        try:
-            if not os.fstat(self.out_fd).st_size:
-                return ""
-            os.lseek(self.out_fd, 0, os.SEEK_SET)
-            return fsutil.read_all(self.out_fd).decode("utf-8", "replace")
-        finally:
-            self.drop()
+        """What it printed (it has ended); its log stays open (LocalSide.ended empties it for
+        the next compile). Most compiles print nothing: then the log's size says so, and it is
+        not read."""
+        if not os.fstat(self.out_fd).st_size:
+            return ""
+        os.lseek(self.out_fd, 0, os.SEEK_SET)
+        return fsutil.read_all(self.out_fd).decode("utf-8", "replace")
 
     def drop(self) -> None:
         if self.out_fd >= 0:
@@ -53,18 +52,34 @@ class Running:
             self.out_fd = -1
 
 
-def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: dict[str, str], forks: Forks) -> Running:
+def new_log() -> int:
+    """A compile's log: a file in memory, opened for appending, so that each compile's output
+    starts at the beginning of the log once it is emptied (LocalSide.ended), wherever the
+    previous compile left its offset."""
+    fd = os.memfd_create("ltowrap-backend", os.MFD_CLOEXEC)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, os.O_APPEND)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def spawn(state: JobState, gate: Gate, ticket: Ticket, sigmask: set[int], env: dict[str, str], forks: Forks,
+          out_fd: int = -1) -> Running:
     """Start the job's compile in this slot (its shard written first, if it is not there),
-    in `env` (proc.tool_env), through `forks`; the slot is given back if it cannot start."""
+    in `env` (proc.tool_env), through `forks`, printing to the log `out_fd` (an empty one:
+    new_log, or a new one made here if -1); the slot is given back, and the log closed, if it
+    cannot start."""
     job = state.job
     shard_path = job.shard_path
-    out_fd = -1
     try:
         if not os.path.exists(shard_path):
             os.makedirs(os.path.dirname(shard_path) or ".", exist_ok=True)
             with open(shard_path, "wb") as f:
                 f.write(job.shard)
-        out_fd = os.memfd_create("ltowrap-backend", os.MFD_CLOEXEC)
+        if out_fd < 0:
+            out_fd = new_log()
         child = forks.spawn(state.argv, out_fd, gate.inherit(ticket), sigmask, env)
     except BaseException:
         if out_fd >= 0:
@@ -83,6 +98,7 @@ class LocalSide:
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU: starts charge theirs
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
     env: dict[str, str] = field(default_factory=proc.tool_env)  # the compiles' environment, made once
+    logs: list[int] = field(default_factory=list)  # logs of compiles that ended, emptied for the next ones
     fork_server: bool = True  # compiles forked from one clang of the run (forkserver.py), else each started anew
     forks: Forks = field(init=False)
 
@@ -94,12 +110,21 @@ class LocalSide:
         return self.gate.take() if len(self.running) < self.jobs else None
 
     def start(self, state: JobState, ticket: Ticket) -> None:
-        """Start the job's compile in this slot, in the first lane free."""
-        with self.cpu.charge(log.Cpu.STARTS), stop_signals_held() as mask:  # started and recorded in one step: a SIGTERM's cleanup stops it
-            child = spawn(state, self.gate, ticket, mask, self.env, self.forks)
-            lanes = {r.lane for r in self.running.values()}
-            child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
-            self.running[child.child.pidfd] = child
+        """Start the job's compile in this slot, in the first lane free, printing to a log a
+        compile that ended left (else a new one).
+
+        SIGINT and SIGTERM are held back meanwhile (they would raise in the middle of it): it is
+        started and recorded in one step, so a SIGTERM's cleanup stops it; the compile starts
+        with the mask from before."""
+        with self.cpu.charge(log.Cpu.STARTS):
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+            try:
+                child = spawn(state, self.gate, ticket, mask, self.env, self.forks, self.logs.pop() if self.logs else -1)
+                lanes = {r.lane for r in self.running.values()}
+                child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
+                self.running[child.child.pidfd] = child
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def start_if_free(self, state: JobState) -> bool:
         """Start the job's compile if a slot is free."""
@@ -144,20 +169,32 @@ class LocalSide:
 
     def ended(self, child: Running) -> tuple[Running, int, float]:
         """A child ended (no longer in `running`): its exit code and end, its slot given back,
-        what it printed read (Running.out)."""
+        what it printed read (Running.out), its log emptied for the next compile (no one else
+        writes to it: clang leaves no process behind that holds it; a compile stopped before
+        its end has its log closed instead, stop)."""
         rc = child.child.wait()
         end = time.time()
         self.gate.give(child.ticket)
-        child.out = child.printed()
+        try:
+            child.out = child.printed()
+            if child.out:
+                os.ftruncate(child.out_fd, 0)
+        except BaseException:
+            child.drop()
+            raise
+        self.logs.append(child.out_fd)
+        child.out_fd = -1
         return child, rc, end
 
     def close(self) -> None:
-        """Stop every compile still running."""
+        """Stop every compile still running; close the logs kept."""
         for child in self.running.values():
             child.child.kill(signal.SIGTERM)
             child.drop()
             self.gate.give(child.ticket)
         self.running.clear()
+        while self.logs:
+            os.close(self.logs.pop())
         self.forks.close()
 
 
@@ -188,17 +225,6 @@ def result(state: JobState, rc: int, out: str) -> Result:
         except OSError:
             why = f"wrote no .{kind}"
     return Result(obj, out, sides, why)
-
-
-@contextmanager
-def stop_signals_held() -> Iterator[set[int]]:
-    """Hold SIGINT and SIGTERM back for the body (they raise in the middle of it otherwise);
-    yields the mask from before, for the children started in it."""
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield before
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def write(path: str, data: bytes) -> None:

@@ -64,24 +64,28 @@ class Store:
         claim is let go: there is nothing to share."""
         with self.res.cpu.charge(log.Cpu.CACHE):
             if state.key is None:
-                self._let_go(CONTENT, state.content)
+                self._let_go((CONTENT, state.content))
                 return True
             return self._take(OBJECTS, state.key)
 
     def release(self, state: JobState) -> None:
         """Let go of the job's claims (after its object is stored: a waiter finds it)."""
         with self.res.cpu.charge(log.Cpu.CACHE):
-            if state.key is not None:
-                self._let_go(OBJECTS, state.key)
-            self._let_go(CONTENT, state.content)
+            self._release(state)
 
     def let_go(self) -> None:
         """The run is over: every claim let go (a wait on another process's claim leaves nothing open)."""
         with self.res.cpu.charge(log.Cpu.CACHE):
-            for kind, name in list(self.claimed):
-                self._let_go(kind, name)
+            self._let_go(*self.claimed)
 
-    # _take and _let_go are charged by their callers (log.Cpu.CACHE): a job's two claims, one charge.
+    # _take, _let_go and _release are charged by their callers (log.Cpu.CACHE): a job's two
+    # claims, one charge.
+
+    def _release(self, state: JobState) -> None:
+        if state.key is None:
+            self._let_go((CONTENT, state.content))
+        else:
+            self._let_go((OBJECTS, state.key), (CONTENT, state.content))
 
     def _take(self, kind: str, name: str) -> bool:
         if (kind, name) in self.claimed:
@@ -91,10 +95,12 @@ class Store:
         self.claimed.add((kind, name))
         return True
 
-    def _let_go(self, kind: str, name: str) -> None:
-        if (kind, name) in self.claimed:
-            self.claimed.discard((kind, name))
-            self.cache.claims.release(kind, name)
+    def _let_go(self, *claims: tuple[str, str]) -> None:
+        """Let go of those of these claims (kind, name) this process holds, waking their waiters once."""
+        held = [claim for claim in claims if claim in self.claimed]
+        if held:
+            self.claimed.difference_update(held)
+            self.cache.claims.release_all(held)
 
     def cached(self, state: JobState) -> Entry | None:
         """The job's object in the local cache, unless it is to be verified (then compiled
@@ -138,9 +144,13 @@ class Store:
     def keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
         """Check what a compile here left (local.result; it printed `out`): a good object is
         stored under the job's key, after the verify check if the job has one; Result.why
-        says if it is not good."""
+        says if it is not good. The job's claims are let go after, whatever happened (a
+        waiter finds the object, or makes it)."""
         with self.res.cpu.charge(log.Cpu.CACHE):
-            return self._keep(state, rc, out, seconds)
+            try:
+                return self._keep(state, rc, out, seconds)
+            finally:
+                self._release(state)
 
     def _keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
         made = local.result(state, rc, out)
