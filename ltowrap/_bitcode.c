@@ -1277,13 +1277,32 @@ static inline int bc_hash_cmp(const bc_entry *x, const bc_entry *y) {
     return 0;
 }
 
-/* By recorded hash, one hash's entries in MODULE_STRTAB order. */
-static inline int bc_hash_less(bc_entry *const *x, bc_entry *const *y) {
-    int c = bc_hash_cmp(*x, *y);
-    return c ? c < 0 : (*x)->order < (*y)->order;
+/* An entry with a mix of its recorded hash (its length and words), which equal hashes share. */
+typedef struct {
+    uint64_t mix;
+    bc_entry *e;
+} bc_hashed;
+
+static uint64_t bc_hash_mix(const bc_entry *x) {
+    uint64_t h = x->nhash * 0x9E3779B97F4A7C15ULL;
+    for (size_t k = 0; k < x->nhash; k++) {
+        h = (h ^ x->hashes[x->hash + k]) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    return h;
 }
 
-BC_SORT(bc_sort_by_hash, bc_entry *, bc_hash_less)
+/* By mix, then recorded hash, then MODULE_STRTAB order: entries with one hash end up side by
+   side (they have one mix), which is all this order is for; the mix spares most comparisons
+   the walk through both entries' words. */
+static inline int bc_hashed_less(const bc_hashed *x, const bc_hashed *y) {
+    if (x->mix != y->mix)
+        return x->mix < y->mix;
+    int c = bc_hash_cmp(x->e, y->e);
+    return c ? c < 0 : x->e->order < y->e->order;
+}
+
+BC_SORT(bc_sort_by_hash, bc_hashed, bc_hashed_less)
 
 /* Summaries in (GUID, module rank) order, then by their texts' bytes. */
 static inline int bc_group_less(const bc_group *x, const bc_group *y) {
@@ -1342,11 +1361,15 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
             e->npath = n - 2;
             e->hash = s->hashes.n;
             e->order = s->nentries++;
-            for (size_t k = 0; k < n - 2; k++) {
+            for (size_t k = 0; k < n - 2; k++)
                 if (v[i + 3 + k] > 255)
                     return bc_bad(&s->fault, "a character above 255 in a string");
-                char c = (char)v[i + 3 + k];
-                bc_put(&s->paths, &c, 1);
+            /* the characters written in place, not put one at a time (a shard names hundreds) */
+            if (n > 2 && !bc_room(&s->paths, n - 2)) {
+                char *to = s->paths.p + s->paths.n;
+                for (size_t k = 0; k < n - 2; k++)
+                    to[k] = (char)v[i + 3 + k];
+                s->paths.n += n - 2;
             }
         } else if (v[i + 1] == MST_HASH && s->nentries) {
             if (n > 1) { /* (a hash record of no words leaves hashes.v unallocated: no memcpy to it) */
@@ -1370,7 +1393,7 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
         s->entries[r].hashes = s->hashes.v;
     }
     s->ranks = malloc((n ? n : 1) * sizeof(bc_rank));
-    bc_entry **by_hash = malloc((n ? n : 1) * sizeof(bc_entry *));
+    bc_hashed *by_hash = malloc((n ? n : 1) * sizeof(bc_hashed));
     if (!s->ranks || !by_hash || bc_sort_entries(s->entries, n)) {
         free(by_hash);
         return BC_NOMEM;
@@ -1379,7 +1402,8 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
     for (size_t r = 0; r < n; r++) {
         s->ranks[r].modid = s->entries[r].modid;
         s->ranks[r].rank = r;
-        by_hash[r] = &s->entries[r];
+        by_hash[r].e = &s->entries[r];
+        by_hash[r].mix = bc_hash_mix(&s->entries[r]);
         if (has_own && !s->has_self && s->entries[r].npath == nown &&
             (nown == 0 || memcmp(s->paths.p + s->entries[r].path, own, nown) == 0)) {
             s->has_self = 1;
@@ -1401,8 +1425,8 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
         return BC_NOMEM;
     }
     for (size_t r = 1; r < n; r++)
-        if (bc_hash_cmp(by_hash[r - 1], by_hash[r]) == 0)
-            by_hash[r - 1]->shared = by_hash[r]->shared = 1;
+        if (by_hash[r - 1].mix == by_hash[r].mix && bc_hash_cmp(by_hash[r - 1].e, by_hash[r].e) == 0)
+            by_hash[r - 1].e->shared = by_hash[r].e->shared = 1;
     free(by_hash);
     return BC_OK;
 }
@@ -1411,12 +1435,26 @@ static int bc_modules(bc_shard *s, size_t b, const uint8_t *own, size_t nown, in
    worst case is a stream's to choose). */
 typedef struct {
     uint64_t vid, guid; /* vid first: bc_find */
+    size_t at, n;       /* the GUID in decimal: text[at:at + n] of its bc_guids */
 } bc_vguid;
 
+/* Each GUID is written out once (bc_guids_text) and copied where it is named: a summary block
+   names its GUIDs several times each (the list of them, each summary's own, refs and calls). */
 typedef struct {
     bc_vguid *v;
     size_t n;
+    bc_text text;
 } bc_guids;
+
+/* The GUIDs of m->v in decimal, into m->text; BC_OK or BC_NOMEM. */
+static int bc_guids_text(bc_guids *m) {
+    for (size_t k = 0; k < m->n; k++) {
+        m->v[k].at = m->text.n;
+        bc_putu(&m->text, m->v[k].guid);
+        m->v[k].n = m->text.n - m->v[k].at;
+    }
+    return m->text.failed ? BC_NOMEM : BC_OK;
+}
 
 /* By value id (then GUID: two records of one value id refuse the block, whatever their order). */
 static inline int bc_vguid_less(const bc_vguid *x, const bc_vguid *y) {
@@ -1465,11 +1503,11 @@ static int bc_guid_of(const bc_guids *m, uint64_t vid, uint64_t *guid) {
 
 /* `@<guid>` of a value id (_Summaries._v), or BC_UNKNOWN. */
 static int bc_put_value(bc_shard *s, const bc_guids *m, uint64_t vid, bc_text *t) {
-    uint64_t g;
-    if (bc_guid_of(m, vid, &g))
+    size_t k = bc_find(m->v, m->n, sizeof *m->v, vid);
+    if (k == m->n)
         return bc_why(&s->fault, "value id ", &vid, " without a GUID");
     bc_put(t, "@", 1);
-    bc_putu(t, g);
+    bc_put(t, m->text.p + m->v[k].at, m->v[k].n);
     return BC_OK;
 }
 
@@ -1570,6 +1608,7 @@ typedef struct {
 
 static void bc_summary_state_free(bc_summary_state *u) {
     free(u->guids.v);
+    bc_text_free(&u->guids.text);
     free(u->sorted);
     free(u->groups);
     bc_text_free(&u->groups_text);
@@ -1655,6 +1694,13 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
     for (size_t j = 1; j < ng; j++)
         if (u->sorted[j] == u->sorted[j - 1])
             return bc_why(&s->fault, "a GUID under two value ids", NULL, "");
+    CHECK(bc_guids_text(&u->guids));
+    /* In value id order the GUIDs are in their own order too when LLVM numbers them so (it
+       writes the VALUE_GUID records in GUID order, ids counting up): their list is then the
+       decimal texts one after another. */
+    int in_order = 1;
+    for (size_t j = 1; j < ng && in_order; j++)
+        in_order = u->guids.v[j - 1].guid < u->guids.v[j].guid;
     /* lines() */
     int last_is_group = 0; /* the record before this one made the last summary */
     BC_CHILDREN(v, b, i) {
@@ -1726,7 +1772,15 @@ static int bc_summaries_with(bc_shard *s, bc_summary_state *u, size_t b, bc_text
     bc_put(out, "\n", 1);
     bc_put(out, u->plain.p, u->plain.n);
     bc_puts(out, "guids ");
-    bc_putints(out, u->sorted, ng);
+    if (in_order) {
+        for (size_t k = 0; k < ng; k++) {
+            if (k)
+                bc_put(out, " ", 1);
+            bc_put(out, u->guids.text.p + u->guids.v[k].at, u->guids.v[k].n);
+        }
+    } else {
+        bc_putints(out, u->sorted, ng);
+    }
     bc_put(out, "\n", 1);
     for (size_t k = 0; k < u->ngroups; k++) {
         bc_put(out, u->groups[k].text, u->groups[k].n);
@@ -4140,10 +4194,22 @@ static int bc_py_versions(PyObject *tuple, uint64_t **v, bc_set *set) {
     return 0;
 }
 
+/* digest(text), the text given as bytes: no str of it is made, nor bytes of that str (a shard's
+   text is tens of kilobytes, and its key needs only the digest). */
+static PyObject *bc_py_digest_text(PyObject *digest, const bc_text *t) {
+    PyObject *bytes = PyBytes_FromStringAndSize(t->p, (Py_ssize_t)t->n);
+    if (!bytes)
+        return NULL;
+    PyObject *result = PyObject_CallOneArg(digest, bytes);
+    Py_DECREF(bytes);
+    return result;
+}
+
 static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     PyObject *known_by[2] = {NULL, NULL};
-    if (nargs == 8 && args[7] != Py_None) {
+    PyObject *digest = nargs == 9 && args[8] != Py_None ? args[8] : NULL;
+    if (nargs >= 8 && args[7] != Py_None) {
         if (!PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 || !PyDict_Check(PyTuple_GET_ITEM(args[7], 0)) ||
             !PyDict_Check(PyTuple_GET_ITEM(args[7], 1))) {
             PyErr_SetString(PyExc_TypeError, "shard_text: known must be None or (digests by path, interfaces by path)");
@@ -4152,10 +4218,10 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
         known_by[0] = PyTuple_GET_ITEM(args[7], 0);
         known_by[1] = PyTuple_GET_ITEM(args[7], 1);
     }
-    if ((nargs != 7 && nargs != 8) || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 5) {
+    if (nargs < 7 || nargs > 9 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 5) {
         PyErr_SetString(PyExc_TypeError, "shard_text(stream, own, digest_of, interface_of, block_count_read, "
                                          "BadBitcode, (format, unread_line, known, declaration, split_since)"
-                                         "[, known])");
+                                         "[, known[, digest]])");
         return NULL;
     }
     PyObject *tables_in = args[6];
@@ -4200,7 +4266,9 @@ static PyObject *bc_py_shard_text(PyObject *self, PyObject *const *args, Py_ssiz
         bc_text text = {0};
         e = bc_shard_text(&events, &tables, &env, has_own ? own.buf : NULL, has_own ? (size_t)own.len : 0, has_own,
                           &text, error, sizeof error);
-        if (e == BC_OK) {
+        if (e == BC_OK && digest) {
+            result = bc_py_digest_text(digest, &text);
+        } else if (e == BC_OK) {
             result = PyUnicode_New((Py_ssize_t)text.n, 127);
             if (result)
                 memcpy(PyUnicode_DATA(result), text.p, text.n);
@@ -4546,9 +4614,10 @@ static PyMethodDef bc_methods[] = {
     {"read", (PyCFunction)(void (*)(void))bc_py_read, METH_FASTCALL,
      "read(stream, want, Node, Block, BadBitcode) -> Node: bitcode.read_python, compiled."},
     {"shard_text", (PyCFunction)(void (*)(void))bc_py_shard_text, METH_FASTCALL,
-     "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables[, known]) -> str, or "
-     "NotImplemented where the Python one must run: shardkey.canonical_python, compiled. known: None or "
-     "(digest_of's answers by path, interface_of's), looked up before calling them."},
+     "shard_text(stream, own, digest_of, interface_of, block_count_read, BadBitcode, tables[, known[, digest]]) -> "
+     "str, or NotImplemented where the Python one must run: shardkey.canonical_python, compiled. known: None or "
+     "(digest_of's answers by path, interface_of's), looked up before calling them. digest: None, or a callable "
+     "whose answer for the text's bytes is returned instead of the text."},
     {"module_facts", (PyCFunction)(void (*)(void))bc_py_module_facts, METH_FASTCALL,
      "module_facts(stream, want, whole, interface_tables, irmodule_tables, BadBitcode) -> tuple, or NotImplemented "
      "where the Python one must run: modulefacts.read_python's parts, compiled."},

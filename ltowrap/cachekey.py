@@ -234,25 +234,36 @@ def shard_canonical(shard: bytes, digest_of: Callable[[str], str], module: str |
     the digests of the modules' bytes, in path order, or of their interfaces where only
     declarations are imported and digest_of is a ModuleDigests; `module` is the compile's
     own), or None when the shard or a module it names cannot be read."""
+    return _shard_text(shard, digest_of, module, None)
+
+
+def _shard_text(shard: bytes, digest_of: Callable[[str], str], module: str | None,
+                digest: Callable[[bytes], str] | None) -> str | None:
+    """shard_canonical; with digest, the digest of the text's bytes instead (shardkey.canonical_digest)."""
     from .formats import bitcode, shardkey  # for backend keys only: the link memo's and driver line's paths skip them
 
     digests = digest_of if isinstance(digest_of, ModuleDigests) else None
     try:
         if digests is None:
-            return shardkey.canonical(shard, digest_of, module)
-        return shardkey.canonical(shard, digests, module, digests.interface, digests.sample_profiled,
-                                  (digests.known, digests.interfaces))
+            return shardkey.canonical(shard, digest_of, module) if digest is None \
+                else shardkey.canonical_digest(shard, digest, digest_of, module)
+        if digest is None:
+            return shardkey.canonical(shard, digests, module, digests.interface, digests.sample_profiled,
+                                      (digests.known, digests.interfaces))
+        return shardkey.canonical_digest(shard, digest, digests, module, digests.interface, digests.sample_profiled,
+                                         (digests.known, digests.interfaces))
     except (bitcode.BadBitcode, OSError):
         return None
 
 
 def shard_identity(shard: bytes, digest_of: Callable[[str], str], module: str | None = None) -> str:
     """What the backend key takes of an index shard: the digest of its canonical text
-    (shard_canonical), or of its raw bytes (paths, numbering and all) when it cannot be read."""
-    text = shard_canonical(shard, digest_of, module)
-    if text is None:
+    (shard_canonical's UTF-8 bytes, surrogates escaped), or of its raw bytes (paths, numbering
+    and all) when it cannot be read. The text itself is not made: only its digest."""
+    found = _shard_text(shard, digest_of, module, digest_bytes)
+    if found is None:
         return "raw:" + digest_bytes(shard)
-    return "shardkey:" + digest_bytes(text.encode("utf-8", "surrogateescape"))
+    return "shardkey:" + found
 
 
 def backend_prefix(compiler: str, env: Iterable[tuple[str, str]], debug: bool = False) -> Hasher:

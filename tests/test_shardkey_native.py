@@ -10,6 +10,7 @@ The compiled reader is built by pip install (setup.py), or in a clone by
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 
@@ -306,3 +307,82 @@ def test_names_known_already_are_taken_without_asking(seed):
         assert not {p for kind, p in names.calls if kind != "sample"} & set(some)
         shown += sum("Wrong" in text(({**known[0], p: "Wrong0"}, {**known[1], p: "Wrong1"})) for p in some)
     assert shown >= 100, shown
+
+
+# --- the text's digest, without the text ---------------------------------------------------------------
+
+def tagged_digest(data: bytes) -> str:
+    """A digest that says what it was given: bytes, and which."""
+    assert type(data) is bytes, type(data)
+    return "d:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_digest_of_the_text_is_that_of_the_reference_text(seed, monkeypatch):
+    """shard_text with a digest answers the digest of the reference text's bytes, or the same
+    BadBitcode; and canonical_digest, compiled or not (LTOWRAP_NATIVE=0's switch), the same."""
+    from ltowrap.formats import bitcode
+
+    rng = random.Random(seed)
+    texts = 0
+    for _ in range(300):
+        shard, paths = random_shard(rng)
+        own = rng.choice([None, *paths])
+        names = Asked(rng.random() < 0.8, rng.choice([None, True, False]))
+        want = outcome(lambda: tagged_digest(shardkey.canonical_python(shard, *names.args(own)).encode()))
+        count = None if names.sample is None or own is None else lambda: names.sample_profiled(own)
+        got = outcome(lambda: native().shard_text(bitstream(shard), None if own is None else own.encode(),
+                                                  names.digest_of, names.interface_of if names.interfaces else None,
+                                                  count, BadBitcode, shardkey._tables(), None, tagged_digest))
+        assert got == want
+        texts += want.startswith("d:")
+        for compiled in (native(), None):
+            monkeypatch.setattr(bitcode, "_native", compiled)
+            args = names.args(own)
+            assert outcome(lambda: shardkey.canonical_digest(shard, tagged_digest, *args)) == want
+    assert texts >= 200, texts
+
+
+def test_a_digest_of_what_the_compiled_text_does_not_take_is_that_of_python_s_text():
+    """The shards the compiled text hands to Python (a GUID above 64 bits, a name that is not
+    ASCII, one with a byte that is not UTF-8 among them): canonical_digest digests Python's text,
+    encoded as shard_identity always encoded it (UTF-8, surrogates escaped)."""
+    wide = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")),
+                        nested(SUMMARY, record(10, 12), record(16, 1, 1 << 33, 5), record(6, 1, 0, 0, 0))))
+    plain = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")), nested(SUMMARY, record(10, 12))))
+    for shard, name in ((wide, "d"), (plain, "\u00e9"), (plain, "\udcff")):
+        text = shardkey.canonical_python(shard, lambda p: name)
+        assert shardkey.canonical_digest(shard, tagged_digest, lambda p: name) == \
+            tagged_digest(text.encode("utf-8", "surrogateescape"))
+
+
+def test_guids_numbered_in_their_own_order_and_not():
+    """Value ids that count up in GUID order (as LLVM numbers them) and ids in another order, the
+    GUIDs of every width: the list of GUIDs and each summary naming them as the reference has them."""
+    rng = random.Random(7)
+    guids = sorted({rng.getrandbits(64) >> rng.choice([0, 0, 30, 50, 60]) for _ in range(400)} - {0})
+    for vids in (list(range(1, len(guids) + 1)), rng.sample(range(1, len(guids) + 1), len(guids))):
+        values = [record(16, vid, g >> 32, g & 0xFFFFFFFF) for vid, g in zip(vids, guids)]
+        summaries = [record(6, vid, 0, 0, 0, *rng.choices(vids, k=3)) for vid in vids[::3]]
+        shard = stream(block(MODULE, nested(STRTAB, record(1, 0, *b"a.o")),
+                             nested(SUMMARY, record(10, 12), *values, *summaries)))
+        text = both(shard, "a.o")
+        assert "guids " + " ".join(map(str, guids)) + "\n" in text and text.count("\nvar @") == len(summaries)
+
+
+def test_a_shard_identity_is_the_digest_of_its_canonical_text(tmp_path):
+    """cachekey.shard_identity: "shardkey:" and the digest of the canonical text's bytes (with a
+    ModuleDigests and with a plain digest_of), "raw:" and the digest of the shard's bytes when it
+    cannot be read."""
+    from ltowrap import cachekey
+
+    own = str(tmp_path / "a.o")  # its own module: named by its bytes, not read for an interface
+    shard = stream(block(MODULE, nested(STRTAB, record(1, 0, *own.encode())), nested(SUMMARY, record(10, 12))))
+    names = Asked(True, None)
+    for digest_of in (names.digest_of, cachekey.file_digests({own: "d1"})):
+        text = cachekey.shard_canonical(shard, digest_of, own)
+        assert text is not None and "module ^0 " in text
+        assert cachekey.shard_identity(shard, digest_of, own) == \
+            "shardkey:" + cachekey.digest_bytes(text.encode("utf-8", "surrogateescape"))
+    assert cachekey.shard_identity(b"BC\xc0\xde junk", names.digest_of) == "raw:" + cachekey.digest_bytes(
+        b"BC\xc0\xde junk")

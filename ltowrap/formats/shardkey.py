@@ -330,18 +330,37 @@ def canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | No
     hundreds of modules), and the Python one, which the callbacks' own memos serve as fast,
     does without.
     """
+    return _canonical(shard, digest_of, self_path, interface_of, sample_profiled, known, None)
+
+
+def canonical_digest(shard: bytes, digest: Callable[[bytes], str], digest_of: Callable[[str], str],
+                     self_path: str | None = None, interface_of: Callable[[str], str] | None = None,
+                     sample_profiled: Callable[[str], bool] | None = None,
+                     known: tuple[dict[str, str], dict[str, str]] | None = None) -> str:
+    """digest(canonical(...)'s UTF-8 bytes, surrogates escaped), as canonical() takes the rest;
+    BadBitcode if unreadable. The compiled text hands `digest` its bytes as it made them: a
+    key that needs only the text's digest makes no str of tens of kilobytes, nor bytes of that str."""
+    return _canonical(shard, digest_of, self_path, interface_of, sample_profiled, known, digest)
+
+
+def _canonical(shard: bytes, digest_of: Callable[[str], str], self_path: str | None,
+               interface_of: Callable[[str], str] | None, sample_profiled: Callable[[str], bool] | None,
+               known: tuple[dict[str, str], dict[str, str]] | None, digest: Callable[[bytes], str] | None) -> str:
+    """canonical(), or with digest canonical_digest()."""
     native = getattr(bitcode._native, "shard_text", None)  # read at the call: LTOWRAP_NATIVE, bench/reader.py
-    if native is None:
-        return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
-    try:
-        own = None if self_path is None else self_path.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # canonical_python raises it where it meets it
-        return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
-    count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
-    text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _tables(), known)
-    if text is not NotImplemented:
-        return text
-    return canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
+    own = None
+    if native is not None:
+        try:
+            own = None if self_path is None else self_path.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # canonical_python raises it where it meets it
+            native = None
+    if native is not None:
+        count = None if sample_profiled is None or self_path is None else lambda: sample_profiled(self_path)
+        text = native(bitstream(shard), own, digest_of, interface_of, count, BadBitcode, _tables(), known, digest)
+        if text is not NotImplemented:
+            return text
+    text = canonical_python(shard, digest_of, self_path, interface_of, sample_profiled)
+    return text if digest is None else digest(text.encode("utf-8", "surrogateescape"))
 
 
 def canonical_python(shard: bytes, digest_of: Callable[[str], str], self_path: str | None = None,
