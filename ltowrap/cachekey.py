@@ -144,12 +144,23 @@ class Hasher:
             shown = value if isinstance(value, str) else f"<{len(data)} bytes, xxh3 {digest_bytes(data)}>"
             self.dump.append(f"{tag}: {shown}")
 
-    def file(self, tag: str, path: str) -> None:
-        """A file by its contents (the path too: a missing file is a field of its own)."""
-        try:
-            self.field(tag, path + "\0" + digest_bytes(read_bytes(path)))
-        except OSError:
+    def file(self, tag: str, path: str, read: dict[str, str | None] | None = None) -> None:
+        """A file by its contents (the path too: a missing file is a field of its own). `read`,
+        if given, holds the digests of the files read so far (None: missing), so that a file
+        named twice is read once."""
+        if read is not None and path in read:
+            digest = read[path]
+        else:
+            try:
+                digest = digest_bytes(read_bytes(path))
+            except OSError:
+                digest = None
+            if read is not None:
+                read[path] = digest
+        if digest is None:
             self.field("missing", path)
+        else:
+            self.field(tag, path + "\0" + digest)
 
     def hexdigest(self) -> str:
         return self._h.hexdigest()
@@ -335,8 +346,9 @@ def thinlink_key(linker: str, cwd: str, argv: list[str], modules: Iterable[tuple
     h.field("argv", "\0".join(argv))
     for path, digest in modules:
         h.field("module", f"{path}\0{digest}")
+    read: dict[str, str | None] = {}  # a link names a library more than once (libgcc.a)
     for path in files:
-        h.file("file", path)
+        h.file("file", path, read)
     return h.hexdigest()
 
 

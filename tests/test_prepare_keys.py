@@ -112,3 +112,27 @@ def test_a_module_the_plan_cannot_read_whole_is_unsupported_with_why(tmp_path):
     assert plan._read(str(tmp_path / "m.o")) == b"BC\xc0\xde rest"
     with pytest.raises(Unsupported, match="cannot read .*gone.o.*No such file"):
         plan._read(str(tmp_path / "gone.o"))
+
+
+def test_the_thin_link_key_takes_each_file_named_as_it_is_named_reading_it_once(tmp_path, monkeypatch):
+    """A link names a library more than once (lld's links name libgcc.a twice): the key takes a
+    field for each time it is named, as its recipe says, and reads the file once."""
+    lib, gone = tmp_path / "libgcc.a", str(tmp_path / "gone.a")
+    lib.write_bytes(b"!<arch>\nmembers")
+    reads: list[str] = []
+    real = cachekey.read_bytes
+    monkeypatch.setattr(cachekey, "read_bytes", lambda p: (reads.append(p), real(p))[1])
+    files = [str(lib), gone, str(lib), gone, str(lib)]
+    key = cachekey.thinlink_key("ld.lld 22", "/src", ["ld.lld", "m.o"], [("m/0-d.o", "d")], files)
+    assert sorted(reads) == sorted([str(lib), gone])
+    # The recipe, field by field, each file as many times as it is named.
+    recipe = cachekey.Hasher()
+    for tag, value in [("thinlink", cachekey.THINLINK_FORMAT), ("ld", "ld.lld 22"), ("cwd", "/src"),
+                       ("argv", "ld.lld\0m.o"), ("module", "m/0-d.o\0d")]:
+        recipe.field(tag, value)
+    for f in files:
+        if f == str(lib):
+            recipe.field("file", f"{lib}\0{cachekey.digest_bytes(lib.read_bytes())}")
+        else:
+            recipe.field("missing", gone)
+    assert key == recipe.hexdigest()
