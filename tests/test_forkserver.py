@@ -181,10 +181,10 @@ def test_a_gone_server_leaves_the_rest_to_be_started_anew(probe):
         forks.close()
 
 
-@pytest.mark.parametrize("version", [13, 22])
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 19, 22])
 def test_a_link_forks_every_backend_and_links_what_it_links_without(version, tmp_path):
-    """Real links of 6 modules by clang 13 and 22: with the fork server, every backend is forked,
-    and the binary and objects are those of backends started anew."""
+    """Real links of 6 modules by every release: with the fork server, every backend is forked,
+    and the binary is that of backends started anew."""
     from helpers import toolchain
 
     tc = toolchain(version)
