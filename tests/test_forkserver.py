@@ -168,16 +168,23 @@ def test_what_cannot_be_served_is_started_anew(probe, tc22, tmp_path, monkeypatc
 
 
 def test_a_gone_server_leaves_the_rest_to_be_started_anew(probe):
+    """A compile it forked and had not reported counts as killed (its status is lost with the
+    server); the compiles after it are started anew."""
     env = proc.tool_env()
     forks = Forks()
+    out = os.memfd_create("sleeper", os.MFD_CLOEXEC)
     try:
         assert started(forks, [probe, "exit=1"], env)[0] == 1 and forks.forked == 1
         assert forks.server is not None
+        sleeper = forks.spawn([probe, "sleep"], out, (), set(), env)
         os.kill(forks.server.process.pid, signal.SIGKILL)
+        os.kill(sleeper.pid, signal.SIGTERM)  # it would sleep on
+        assert sleeper.wait() == 128 + signal.SIGKILL
         assert started(forks, [probe, "exit=2"], env)[0] == 2
         assert started(forks, [probe, "exit=3"], env)[0] == 3
-        assert forks.forked == 1 and forks.server is None
+        assert forks.forked == 2 and forks.server is None
     finally:
+        os.close(out)
         forks.close()
 
 
