@@ -68,13 +68,16 @@ class Child:
     def kill(self, sig: int) -> None:
         """Stop it and reap it (an already gone child is fine)."""
         try:
-            os.kill(self.pid, sig)
+            self.send(sig)
         except OSError:
             pass
         try:
             self.wait()
         except OSError:
             pass
+
+    def send(self, sig: int) -> None:
+        os.kill(self.pid, sig)
 
 
 def spawn(argv: list[str], output: int | None = None, watch: bool = False, keep_fds: tuple[int, ...] = (),

@@ -215,3 +215,44 @@ def test_the_library_is_not_a_python_module():
         pytest.fail("ltowrap/_forkserver*.so is not built")
     data = Path(lib).read_bytes()
     assert b"__libc_start_main" in data and b"Py_" not in data and b"PyInit" not in data
+
+
+def test_malformed_requests_are_refused_and_the_server_serves_on(probe):
+    """The server's parser, on seeded random and cut messages: each is refused (pid 0) or, if it
+    happens to name a command line, forked; the server never dies of one, and serves on."""
+    import array
+    import random
+    import socket
+
+    env = proc.tool_env()
+    server = forkserver.start(probe, env, ())
+    assert server is not None
+    rng = random.Random(39)
+    out = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    good = b"\0".join([b"2", probe.encode(), b"exit=0", b""]) + forkserver._env_block(env)
+    answers = {"refused": 0, "forked": 0}
+    try:
+        for i in range(300):
+            kind = i % 4
+            message = (rng.randbytes(rng.randrange(1, 64)) if kind == 0 else
+                       good[:rng.randrange(1, len(good))] if kind == 1 else
+                       bytes(rng.choice(b"0123456789\0-x") for _ in range(rng.randrange(1, 40))) if kind == 2 else
+                       good.replace(b"2\0", str(rng.choice([-1, 0, 3, 1 << 40])).encode() + b"\0", 1))
+            status_read, status_write = os.pipe2(os.O_CLOEXEC)
+            fds = [status_write, out][:rng.choice([0, 1, 2, 2])]
+            server.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+            os.close(status_write)
+            data, ancillary, _, _ = server.sock.recvmsg(4, socket.CMSG_SPACE(4))
+            pid = int.from_bytes(data, "little", signed=True)
+            assert len(data) == 4 and (pid == 0) == (not ancillary), message
+            answers["forked" if ancillary else "refused"] += 1
+            if ancillary:  # it named a command line: a child that ends, and is reported
+                os.close(array.array("i", ancillary[0][2])[0])
+                assert len(os.read(status_read, 4)) == 4
+            os.close(status_read)
+        assert answers["refused"] > 100 and answers["forked"] > 0, answers
+        child = server.spawn([probe, "exit=7"], out, ())
+        assert child is not None and child.wait() == 7
+    finally:
+        os.close(out)
+        server.close()

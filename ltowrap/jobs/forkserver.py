@@ -99,15 +99,8 @@ class ServedChild(proc.Child):
         self.signals = -1
         return rc
 
-    def kill(self, sig: int) -> None:
-        try:
-            signal.pidfd_send_signal(self.signals, sig)
-        except OSError:
-            pass
-        try:
-            self.wait()
-        except OSError:
-            pass
+    def send(self, sig: int) -> None:
+        signal.pidfd_send_signal(self.signals, sig)
 
 
 @dataclass(eq=False, repr=False)
