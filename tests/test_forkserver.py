@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cmdline, links, link_all, ltowrap_env, many_modules, run, write
+from helpers import cmdline, link_all, links, ltowrap_env, many_modules, run, wait_until, write
 
 from ltowrap import proc
 from ltowrap.jobs import forkserver
@@ -136,9 +136,10 @@ def test_a_forked_compile_shows_its_command_line_and_stops_when_asked(probe):
     try:
         child = forks.spawn([probe, "sleep", "marker-4711"], out, (), set(), proc.tool_env())
         assert isinstance(child, forkserver.ServedChild)
-        ready, _, _ = select.select([child.pidfd], [], [], 0.2)
+        shown = [probe.encode(), b"sleep", b"marker-4711"]  # written by the child once forked
+        wait_until(lambda: cmdline(child.pid)[:3] == shown, 30, "the child's command line in /proc")
+        ready, _, _ = select.select([child.pidfd], [], [], 0)
         assert not ready  # still running
-        assert cmdline(child.pid)[:3] == [probe.encode(), b"sleep", b"marker-4711"]
         child.kill(signal.SIGTERM)
         assert not os.path.exists(f"/proc/{child.pid}")
     finally:
