@@ -112,7 +112,7 @@ def test_environment_overrides_file(cfg):
 def test_every_setting_has_an_environment_variable(cfg):
     env = env_for(cfg, **{f"LTOWRAP_{k.upper()}": v for k, v in {
         "cache_dir": "/c", "max_size": "1M", "jobs": "2", "disable": "1", "log": "/l", "lto": "off",
-        "backend_opts": "link", "sections": "module", "memo": "0", "small_link": "3", "use_lld": "0", "clang": "/usr/bin/clang", "keep": "yes", "debug": "on",
+        "backend_opts": "link", "sections": "module", "memo": "0", "small_link": "3", "fork_server": "0", "use_lld": "0", "clang": "/usr/bin/clang", "keep": "yes", "debug": "on",
         "verbose": "1", "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": "4", "remote_local": "0",
         "remote_timeout": "5", "remote_exec_timeout": "60", "verify": "0.25",
@@ -121,7 +121,7 @@ def test_every_setting_has_an_environment_variable(cfg):
     assert {k: o for k, (_, o) in values.items()} == {k: f"LTOWRAP_{k.upper()}" for k in ROWS}
     assert {k: v for k, (v, _) in values.items()} == {
         "cache_dir": "/c", "max_size": MiB, "jobs": 2, "disable": True, "log": "/l", "lto": "off",
-        "backend_opts": "link", "sections": "module", "memo": False, "small_link": 3, "use_lld": False, "clang": "/usr/bin/clang", "keep": True, "debug": True,
+        "backend_opts": "link", "sections": "module", "memo": False, "small_link": 3, "fork_server": False, "use_lld": False, "clang": "/usr/bin/clang", "keep": True, "debug": True,
         "verbose": True, "progress": "1", "remote": "grpc://127.0.0.1:9", "remote_mode": "execute", "remote_instance": "main",
         "remote_header": "authorization: Bearer t", "remote_tls_ca": "/ca.pem", "remote_jobs": 4, "remote_local": False,
         "remote_timeout": 5.0, "remote_exec_timeout": 60.0, "verify": 0.25,
