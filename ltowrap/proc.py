@@ -62,8 +62,7 @@ class Child:
         if self.pidfd >= 0:
             os.close(self.pidfd)
             self.pidfd = -1
-        rc = os.waitstatus_to_exitcode(status)
-        return rc if rc >= 0 else 128 - rc
+        return exit_code(status)
 
     def kill(self, sig: int) -> None:
         """Stop it and reap it (an already gone child is fine)."""
@@ -78,6 +77,12 @@ class Child:
 
     def send(self, sig: int) -> None:
         os.kill(self.pid, sig)
+
+
+def exit_code(status: int) -> int:
+    """A wait status as an exit code; a death by signal N is 128 + N, as a shell reports it."""
+    rc = os.waitstatus_to_exitcode(status)
+    return rc if rc >= 0 else 128 - rc
 
 
 def spawn(argv: list[str], output: int | None = None, watch: bool = False, keep_fds: tuple[int, ...] = (),

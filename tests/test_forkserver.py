@@ -230,7 +230,7 @@ def test_malformed_requests_are_refused_and_the_server_serves_on(probe):
     assert server is not None
     rng = random.Random(39)
     out = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    good = b"\0".join([b"2", probe.encode(), b"exit=0", b""]) + forkserver._env_block(env)
+    good = b"\0".join([b"2", probe.encode(), b"exit=0", b""]) + server.env_block
     answers = {"refused": 0, "forked": 0}
     try:
         for i in range(300):

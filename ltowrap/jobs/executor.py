@@ -102,6 +102,7 @@ class Executor:
         record.backend_waits = sum(o.waited for o in self.outcomes) or None
         record.slots = self.res.gate.name or None
         record.jobs = self.res.jobs
+        record.forked = self.here.forks.forked or None
         if self.prep.span is not None:
             record.span(log.Phase.KEYS, *self.prep.span)
         if far is not None:

@@ -21,6 +21,7 @@ import os
 import select
 import signal
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,8 +94,7 @@ class ServedChild(proc.Child):
             select.select([self.signals], [], [])
             rc = 128 + signal.SIGKILL
         else:
-            rc = os.waitstatus_to_exitcode(int.from_bytes(data, "little", signed=True))
-            rc = rc if rc >= 0 else 128 - rc
+            rc = proc.exit_code(int.from_bytes(data, "little", signed=True))
         os.close(self.signals)
         self.signals = -1
         return rc
@@ -117,7 +117,7 @@ class Server:
         """Fork a compile of `argv` writing to `output`; None if the server is gone or could not fork."""
         status_read, status_write = os.pipe2(os.O_CLOEXEC)
         try:
-            message = b"\0".join([str(len(argv)).encode(), *map(os.fsencode, argv), b""]) + self.env_block
+            message = _strings(argv) + self.env_block
             self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                            array.array("i", (status_write, output, *keep_fds)))])
             data, ancillary, _, _ = self.sock.recvmsg(4, socket.CMSG_SPACE(4))
@@ -170,15 +170,17 @@ def start(clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> Server 
     except OSError:
         ready = False
     ours.settimeout(None)
-    server = Server(clang, env, process, ours, _env_block(env))
+    server = Server(clang, env, process, ours, _strings([f"{k}={v}" for k, v in env.items()]))
     if not ready:
         server.close()
         return None
     return server
 
 
-def _env_block(env: Mapping[str, str]) -> bytes:
-    return b"\0".join([str(len(env)).encode(), *(os.fsencode(f"{k}={v}") for k, v in env.items()), b""])
+def _strings(items: list[str]) -> bytes:
+    """The server's form of a list: its count, then each item, each ended by a NUL; encoded
+    as os.fsencode encodes a name, in one go."""
+    return "\0".join([str(len(items)), *items, ""]).encode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 
 
 @dataclass(eq=False, repr=False)

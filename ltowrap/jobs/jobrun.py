@@ -126,7 +126,6 @@ class JobRun:
             if session is not None:
                 session.close()
             executor.fill(self.record)
-            self.record.forked = executor.here.forks.forked or None
 
     def finish(self, cleanup: bool) -> None:
         import resource
