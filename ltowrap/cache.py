@@ -155,6 +155,7 @@ class Cache:
     def __init__(self, root: str, stats: Stats, max_size: int = 0) -> None:
         self.root = root
         self.stats = stats
+        self._kind_dirs: dict[str, str] = {}  # kind -> its directory, with the separator after it (path)
         self.max_size = max_size
         self.stored = False
         self.write_error: str | None = None
@@ -204,7 +205,10 @@ class Cache:
         link's shard directory mirrors m/ too). An entry of the older, fanned-out layout
         (o/xx/<key>) is not found, so it is a plain miss: it is trimmed as it ages (files(),
         trim() walk every level), and no entry of that layout can be read as one of this."""
-        return os.path.join(self.root, kind, key + suffix)
+        where = self._kind_dirs.get(kind)
+        if where is None:  # os.path.join's result, made once a kind: a link asks a few times a job
+            where = self._kind_dirs[kind] = os.path.join(self.root, kind, "")
+        return where + key + suffix
 
     def tmp_dir(self) -> str:
         d = os.path.join(self.root, TMP)

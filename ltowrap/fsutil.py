@@ -56,8 +56,7 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
     The temp file is created with O_EXCL | O_NOFOLLOW, so a symlink planted in the cache
     cannot redirect the write; rename replaces a planted symlink rather than following it.
     """
-    directory = os.path.dirname(path)
-    tmp = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(6).hex()}")
+    tmp = f"{path[: path.rfind('/') + 1]}.tmp.{os.getpid()}.{os.urandom(6).hex()}"  # in path's directory
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     # The open is inside the try: a signal (KeyboardInterrupt) right after it must not
     # leave the temp file behind.
@@ -67,7 +66,7 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
         except FileNotFoundError:
             if not create_dirs:
                 raise
-            make_dirs(directory)
+            make_dirs(os.path.dirname(path))
             fd = os.open(tmp, flags, mode)
         try:
             for part in (data,) if isinstance(data, bytes) else data:

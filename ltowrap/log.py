@@ -176,10 +176,13 @@ def _without_none(value: object) -> object:
     if isinstance(value, (Record, Backend)):
         value = vars(value)
     if isinstance(value, dict):
-        return {k: _without_none(v) for k, v in value.items() if v is not None}
+        return {k: v if type(v) in _PLAIN else _without_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_without_none(v) for v in value]
+        return [v if type(v) in _PLAIN else _without_none(v) for v in value]
     return value
+
+
+_PLAIN = frozenset({str, int, float, bool})  # values _without_none gives back as they are
 
 
 def append(path: str, record: Record) -> None:

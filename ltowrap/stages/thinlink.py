@@ -89,10 +89,14 @@ def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], dige
     # Each module a job imports is named once, in `modules`, and by its place there in every
     # imports list: a backend imports from up to hundreds of modules, and their paths written
     # out in every list would grow the entry with modules x imports.
-    modules: dict[str, int] = {}
-    jobs = [(j.output[len(idx) :], j.shard, [modules.setdefault(p, len(modules)) for p in j.imports],
+    # Numbered in the order first named; a job's list is made by map, not one call per import.
+    named: dict[str, None] = {}
+    for j in result.jobs:
+        named.update(dict.fromkeys(j.imports))
+    modules = {path: place for place, path in enumerate(named)}
+    jobs = [(j.output[len(idx) :], j.shard, list(map(modules.__getitem__, j.imports)),
              identities.get(j.output) or shard_identity(j.shard, digest_of, j.module.path)) for j in result.jobs]
-    cache.put_data(THINLINKS, key, {**data, "modules": list(modules), "jobs": jobs})
+    cache.put_data(THINLINKS, key, {**data, "modules": list(named), "jobs": jobs})
 
 
 def _index(plan: LinkPlan, ld: list[str], cache: Cache, workdir: str, store_prefix: str, thin_key: str | None,
@@ -217,7 +221,7 @@ def _lookup(plan: LinkPlan, cache: Cache, thin_key: str, workdir: str, store_pre
             if not isinstance(shard, bytes):
                 raise TypeError("a shard that is not bytes")
             out = idx + rel
-            imported = tuple(modules[i] for i in imports)
+            imported = tuple(map(modules.__getitem__, imports))
             jobs.append(Job(by_path[store_prefix + rel], shard, out + ".thinlto.bc", imported, out, identity))
         regular = tuple(by_path[store_prefix + rel].path for rel in data["regular"])
         full = data["full_lto"] if regular else None
