@@ -239,6 +239,7 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
 
     t0 = time.time()
     run.cpu.now(log.Phase.THIN_LINK)
+    run.prestart_backends(clang)
     digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
     with thinlink.thin_link(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files,
                             facts.takes, verify=config.pick(run.settings.verify)) as result:

@@ -189,6 +189,34 @@ def test_a_gone_server_leaves_the_rest_to_be_started_anew(probe):
         forks.close()
 
 
+def test_a_server_started_ahead_serves_the_first_compile_or_ends_unused(probe):
+    """prestart (the pipeline's, as the thin-link starts) launches the server without waiting
+    for it; the first compile takes it once it is ready, with the jobs' environment equal to
+    the one it was started with. A run that compiles nothing ends it: its process is reaped."""
+    env = proc.tool_env()
+    forks = Forks()
+    try:
+        forks.prestart(probe, env, signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        assert forks.launched is not None and forks.server is None
+        assert started(forks, [probe, "exit=4"], dict(env))[0] == 4  # an equal environment, not the same dict
+        assert forks.forked == 1 and forks.launched is None and forks.server is not None
+        assert started(forks, [probe, "exit=0"], {**env, "OTHER": "1"})[0] == 0  # another one: started anew
+        assert forks.forked == 1
+    finally:
+        forks.close()
+    unused = Forks()
+    unused.prestart(probe, env, ())
+    assert unused.launched is not None
+    process = unused.launched.process
+    unused.close()
+    assert unused.launched is None and unused.server is None and process.pidfd == -1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(process.pid, os.WNOHANG)  # reaped already
+    off = Forks(enabled=False)
+    off.prestart(probe, env, ())
+    assert off.launched is None and started(off, [probe, "exit=3"], env)[0] == 3 and off.forked == 0
+
+
 @pytest.mark.parametrize("version", [13, 14, 15, 16, 19, 22])
 def test_a_link_forks_every_backend_and_links_what_it_links_without(version, tmp_path):
     """Real links of 6 modules by every release: with the fork server, every backend is forked,

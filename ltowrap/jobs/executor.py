@@ -72,7 +72,7 @@ class Executor:
 
     def __post_init__(self) -> None:
         self.prep = Preparer(self.backend, self.res, self.digest_of)
-        self.here = LocalSide(self.res.gate, self.res.jobs, self.res.cpu, fork_server=self.res.fork_server)
+        self.here = LocalSide(self.res.gate, self.res.jobs, self.res.cpu, forks=self.res.forks)
         self.store = Store(self.res)
         self.far = None if self.res.remote is None else \
             RemoteSide(self.res.remote, self.res, self.backend, self._prepare, self._remote_object)

@@ -104,14 +104,46 @@ class ServedChild(proc.Child):
 
 
 @dataclass(eq=False, repr=False)
-class Server:
-    """A running fork server: the clang it serves, and the socket it listens on."""
+class Launched:
+    """A fork server started: the clang it serves, and the socket it listens on. Until it says
+    it is ready (`ready`), its clang loads while the link goes on."""
 
     clang: str
     env: Mapping[str, str]  # the jobs' environment (what the children get, whole)
     process: proc.Child
     sock: socket.socket
-    env_block: bytes
+
+    def ready(self) -> Server | None:
+        """The server, once it says it is ready (within READY_TIMEOUT); None if it did not."""
+        self.sock.settimeout(READY_TIMEOUT)
+        try:
+            ready = self.sock.recv(16) == b"ready"
+        except OSError:
+            ready = False
+        self.sock.settimeout(None)
+        server = Server(self.clang, self.env, self.process, self.sock,
+                        _strings([f"{k}={v}" for k, v in self.env.items()]))
+        if not ready:
+            server.close()
+            return None
+        return server
+
+    def close(self) -> None:
+        """End the server (its socket closed), and reap it."""
+        self.sock.close()
+        # It ends on that, unless it never came to serve (then it is stopped).
+        ended, _, _ = select.select([self.process.pidfd], [], [], READY_TIMEOUT)
+        if ended:
+            self.process.wait()
+        else:
+            self.process.kill(signal.SIGTERM)
+
+
+@dataclass(eq=False, repr=False)
+class Server(Launched):
+    """A running fork server, ready: it forks a compile a request."""
+
+    env_block: bytes  # `env`, in the form of a request
 
     def spawn(self, argv: list[str], output: int, keep_fds: tuple[int, ...]) -> ServedChild | None:
         """Fork a compile of `argv` writing to `output`; None if the server is gone or could not fork."""
@@ -135,20 +167,11 @@ class Server:
             return None
         return ServedChild(pid, status_read, pidfd)
 
-    def close(self) -> None:
-        """End the server (its socket closed), and reap it."""
-        self.sock.close()
-        # It ends on that, unless it never came to serve (then it is stopped).
-        ended, _, _ = select.select([self.process.pidfd], [], [], READY_TIMEOUT)
-        if ended:
-            self.process.wait()
-        else:
-            self.process.kill(signal.SIGTERM)
 
-
-def start(clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> Server | None:
-    """A fork server for `clang`, with the jobs' environment `env` and signal mask; None if this
-    clang cannot be served (the library missing, not a dynamic ELF, or it did not say ready)."""
+def launch(clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> Launched | None:
+    """Start a fork server for `clang`, with the jobs' environment `env` and signal mask,
+    without waiting for it; None if this clang cannot be served (the library missing, not a
+    dynamic ELF, or it could not be started)."""
     lib = library()
     if lib is None or not dynamic_elf(clang):
         return None
@@ -164,17 +187,13 @@ def start(clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> Server 
     finally:
         theirs.close()
         os.close(quiet)
-    ours.settimeout(READY_TIMEOUT)
-    try:
-        ready = ours.recv(16) == b"ready"
-    except OSError:
-        ready = False
-    ours.settimeout(None)
-    server = Server(clang, env, process, ours, _strings([f"{k}={v}" for k, v in env.items()]))
-    if not ready:
-        server.close()
-        return None
-    return server
+    return Launched(clang, env, process, ours)
+
+
+def start(clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> Server | None:
+    """A fork server for `clang`, ready; None if this clang cannot be served (launch), or it did not say ready."""
+    launched = launch(clang, env, sigmask)
+    return launched.ready() if launched is not None else None
 
 
 def _strings(items: list[str]) -> bytes:
@@ -186,12 +205,20 @@ def _strings(items: list[str]) -> bytes:
 @dataclass(eq=False, repr=False)
 class Forks:
     """How one run starts its compiles: from a fork server of the run's clang if it has one
-    (started at the first compile), else each by posix_spawn (proc.spawn)."""
+    (started ahead, prestart, or at the first compile), else each by posix_spawn (proc.spawn)."""
 
     enabled: bool = True
     server: Server | None = None
+    launched: Launched | None = None  # started ahead, not yet heard from
     tried: bool = False  # a server was started, or found not to be possible, for this run
     forked: int = 0  # compiles the server forked
+
+    def prestart(self, clang: str, env: Mapping[str, str], sigmask: Iterable[int]) -> None:
+        """Start the server before the first compile needs it (the pipeline does, as the
+        thin-link starts): its clang loads on another core meanwhile."""
+        if self.enabled and not self.tried:
+            self.tried = True
+            self.launched = launch(clang, env, sigmask)
 
     def spawn(self, argv: list[str], output: int, keep_fds: tuple[int, ...], sigmask: set[int],
               env: Mapping[str, str]) -> proc.Child:
@@ -206,10 +233,13 @@ class Forks:
 
     def _server(self, clang: str, env: Mapping[str, str], sigmask: set[int]) -> Server | None:
         if not self.tried and self.enabled:
-            self.tried = True
-            self.server = start(clang, env, sigmask)
+            self.prestart(clang, env, sigmask)
+        if self.launched is not None:
+            self.server, self.launched = self.launched.ready(), None
         server = self.server
-        return server if server is not None and server.clang == clang and server.env is env else None
+        # The environment a server was started with is the jobs' own, whole: equal, or it is not used.
+        return server if server is not None and server.clang == clang and (server.env is env or server.env == env) \
+            else None
 
     def close(self) -> None:
         """The run is over: its server ends (a next run starts its own)."""
@@ -217,6 +247,9 @@ class Forks:
         self.tried = False
 
     def _drop(self) -> None:
+        if self.launched is not None:  # never asked for: it ends on its socket's close, ready or not
+            self.launched.close()
+            self.launched = None
         if self.server is not None:
             self.server.close()
             self.server = None

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import cachekey, fsutil, log, stats, toolchain
+from .. import cachekey, fsutil, log, proc, stats, toolchain
 from ..cache import Cache
 from ..config import Settings
 
@@ -26,6 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..cachekey import ModuleDigests
     from .executor import Executor
+    from .forkserver import Forks
     from .prepare import BackendCommand
 
 
@@ -62,9 +63,23 @@ class JobRun:
     cache: Cache = field(init=False)
     _identities: dict[str, str] = field(default_factory=dict)
     _linkers: dict[str, LinkerFacts] = field(default_factory=dict)
+    _forks: Forks | None = None  # how the backends start (forkserver.py), made when a stage first needs it
 
     def __post_init__(self) -> None:
         self.cache = Cache(self.settings.cache_dir, self.stats, self.settings.max_size)
+
+    def forks(self) -> Forks:
+        if self._forks is None:
+            from .forkserver import Forks  # here: a restored link starts no backend
+
+            self._forks = Forks(self.settings.fork_server)
+        return self._forks
+
+    def prestart_backends(self, clang: str) -> None:
+        """Start the backends' fork server as the thin-link starts, so that its clang has loaded
+        by the first compile. Not with a remote service: its workers may take every job."""
+        if self.settings.fork_server and not self.settings.remote:
+            self.forks().prestart(clang, proc.tool_env(), signal.pthread_sigmask(signal.SIG_BLOCK, ()))
 
     def compiler_identity(self, clang: str) -> str:
         if clang not in self._identities:
@@ -115,7 +130,7 @@ class JobRun:
         res = Resources(self.cache, identity, env, gate.jobs, gate, per_module_options=s.backend_opts == "module",
                         debug=s.debug, verbose=s.verbose, progress=bar, remote=session, remote_local=s.remote_local,
                         local_only=local_only(clang, env) if session is not None else "", verify=s.verify,
-                        fork_server=s.fork_server, cpu=self.cpu)
+                        forks=self.forks(), cpu=self.cpu)
         executor = Executor(backend, res, digest_of)
         try:
             yield executor
@@ -131,6 +146,8 @@ class JobRun:
         import resource
 
         self.record.end = self.record.end or time.time()
+        if self._forks is not None:  # started ahead for compiles that never came (a failed thin-link)
+            self._forks.close()
         me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         own = me.ru_utime + me.ru_stime
         self.record.cpu = {"self": round(own, 3), "children": round(tools.ru_utime + tools.ru_stime, 3),

@@ -99,11 +99,7 @@ class LocalSide:
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
     env: dict[str, str] = field(default_factory=proc.tool_env)  # the compiles' environment, made once
     logs: list[int] = field(default_factory=list)  # logs of compiles that ended, emptied for the next ones
-    fork_server: bool = True  # compiles forked from one clang of the run (forkserver.py), else each started anew
-    forks: Forks = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.forks = Forks(self.fork_server)
+    forks: Forks = field(default_factory=Forks)  # compiles forked from one clang of the run (forkserver.py)
 
     def take(self) -> Ticket | None:
         """A slot, if this run has room for one more compile and the gate gives one."""

@@ -20,6 +20,7 @@ from ..progress import Progress
 from ..stages import sideinputs
 from ..stages.backend import PLACEHOLDERS, Job
 from ..stages.plan import Module
+from .forkserver import Forks
 from .slots import Gate, Local
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Resources:
     remote_local: bool = True  # execute mode: the local slots compile beside the workers (else only what they cannot)
     local_only: str = ""  # why no backend may go remote (the local clang reads config files or environment)
     verify: float = 0.0  # share of hits compiled again and compared (config.Settings.verify)
-    fork_server: bool = True  # compiles forked from one clang a run (forkserver.py)
+    forks: Forks = field(default_factory=Forks)  # how compiles start: forked from one clang a run (forkserver.py)
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU, by heading
 
 
