@@ -204,8 +204,13 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     held.unlock("slot-1")
     marker = str(_cache(tmp_path)).encode()
     objects = _cache(tmp_path) / "o"
+
+    def stored() -> list[Path]:
+        """The objects stored: entries, not an entry's temp file before its rename (fsutil.atomic_write)."""
+        return [p for p in objects.rglob("*") if p.is_file() and not p.name.startswith(".tmp.")]
+
     # Mid-way: the first has stored its first object (the second had put it aside) and compiles another.
-    wait_until(lambda: any(p.is_file() for p in objects.rglob("*"))
+    wait_until(lambda: stored()
                and [pid for pid in backend_pids(marker) if started_by(pid) == first.pid],
                60, "the first link mid-way", running=[first], every=0.005)
     os.kill(first.pid, signal.SIGKILL)
@@ -219,7 +224,7 @@ def test_first_link_killed_the_second_makes_what_was_lost(project, tmp_path, tc2
     # It took from the cache what it had waited for, and compiled what the first lost.
     assert "cache" in waited and rec["backend_hits"] >= 1 and rec["backend_compiles"] >= 1
     assert rec["backend_compiles"] + rec["backend_hits"] == MODULES + 1
-    assert len([p for p in objects.rglob("*") if p.is_file()]) == MODULES + 1
+    assert len(stored()) == MODULES + 1
     # The killed link's compile runs on to its end, in its slot.
     wait_until(lambda: not backend_pids(marker), 60, "the killed link's compile ending", every=0.05)
     # The killed link held its thin-link's claim through its backends (thinlink.thin_link): the
