@@ -128,6 +128,11 @@ class Launched:
             return None
         return server
 
+    def discard(self) -> None:
+        """Stop a server never asked for (it may still be loading: nothing is waited for), and reap it."""
+        self.sock.close()
+        self.process.kill(signal.SIGKILL)
+
     def close(self) -> None:
         """End the server (its socket closed), and reap it."""
         self.sock.close()
@@ -247,8 +252,8 @@ class Forks:
         self.tried = False
 
     def _drop(self) -> None:
-        if self.launched is not None:  # never asked for: it ends on its socket's close, ready or not
-            self.launched.close()
+        if self.launched is not None:  # never asked for
+            self.launched.discard()
             self.launched = None
         if self.server is not None:
             self.server.close()
