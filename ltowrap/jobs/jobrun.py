@@ -70,7 +70,8 @@ class JobRun:
 
     def forks(self) -> Forks:
         if self._forks is None:
-            from .forkserver import Forks  # here: a restored link starts no backend
+            with self.cpu.charge(log.Cpu.IMPORTS):  # here: a restored link starts no backend
+                from .forkserver import Forks
 
             self._forks = Forks(self.settings.fork_server)
         return self._forks
