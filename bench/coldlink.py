@@ -1,6 +1,7 @@
 """Where a cold link's time goes, against in-process ThinLTO and the floor of distributing it.
 
     .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400] [--python-reader] [--started-anew]
+        [--baseline VENV]
 
 For each project the objects are built once through ltowrap (so every module has its option
 record), and then, repetition by repetition and alternating, the main binary's link line runs:
@@ -30,7 +31,9 @@ backends keep busy, a second of CPU costs half a second of wall with 2 jobs, so:
 With --python-reader a third configuration runs beside them: ltowrap with its pure-Python
 bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's gain. With
 --started-anew, ltowrap with every backend clang started anew rather than forked from the
-link's fork server (LTOWRAP_FORK_SERVER=0): the fork server's gain, in the tools' CPU.
+link's fork server (LTOWRAP_FORK_SERVER=0): the fork server's gain, in the tools' CPU. With
+--baseline VENV, the ltowrap installed in another venv (an earlier commit's `pip install`), its
+entry VENV/bin/ltowrap-clang: a change's gain against the code before it, in one run.
 
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
 calling each other, bench/shardkey_cost.py's generator). Writes bench/out/<date>-coldlink.{json,md}.
@@ -137,7 +140,9 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
     output = tmp / f"{name}.out"
     rows = []
     variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {}),
-                **({"ltowrap, started anew": {"LTOWRAP_FORK_SERVER": "0"}} if a.started_anew else {})}
+                **({"ltowrap, started anew": {"LTOWRAP_FORK_SERVER": "0"}} if a.started_anew else {}),
+                **({"ltowrap, baseline": {}} if a.baseline else {})}
+    entries = {"ltowrap, baseline": str(a.baseline / "bin" / "ltowrap-clang")} if a.baseline else {}
     configs = ["inproc", *variants]
     for rep in range(a.reps):
         for which in configs[rep % len(configs):] + configs[:rep % len(configs)]:
@@ -155,8 +160,8 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
             if records.exists():
                 shutil.copytree(records, cold / "r")
             log = tmp / f"{name}-{rep}.log"
-            run = measure(words, where, env | variants[which] | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)},
-                          output)
+            run = measure([entries.get(which, words[0]), *words[1:]], where,
+                          env | variants[which] | {"LTOWRAP_CACHE_DIR": str(cold), "LTOWRAP_LOG": str(log)}, output)
             record = [json.loads(x) for x in log.read_text().splitlines()][-1]
             if record["decision"] != Decision.DISTRIBUTED:
                 raise RuntimeError(f"{name}: the link was not distributed: {record.get('detail')}")
@@ -257,6 +262,8 @@ def main() -> int:
                    help="also run ltowrap with the pure-Python bitcode reader (LTOWRAP_NATIVE=0), side by side")
     p.add_argument("--started-anew", action="store_true",
                    help="also run ltowrap with every backend clang started anew (LTOWRAP_FORK_SERVER=0), side by side")
+    p.add_argument("--baseline", type=Path, metavar="VENV",
+                   help="also run the ltowrap installed in this venv (VENV/bin/ltowrap-clang), side by side")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()
