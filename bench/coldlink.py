@@ -1,7 +1,7 @@
 """Where a cold link's time goes, against in-process ThinLTO and the floor of distributing it.
 
     .venv/bin/python bench/coldlink.py [--project lua redis synthetic] [--reps 5] [--modules 400] [--python-reader] [--started-anew]
-        [--baseline VENV]
+        [--baseline VENV] [--cache-on-tmpfs]
 
 For each project the objects are built once through ltowrap (so every module has its option
 record), and then, repetition by repetition and alternating, the main binary's link line runs:
@@ -33,7 +33,12 @@ bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's g
 --started-anew, ltowrap with every backend clang started anew rather than forked from the
 link's fork server (LTOWRAP_FORK_SERVER=0): the fork server's gain, in the tools' CPU. With
 --baseline VENV, the ltowrap installed in another venv (an earlier commit's `pip install`), its
-entry VENV/bin/ltowrap-clang: a change's gain against the code before it, in one run.
+entry VENV/bin/ltowrap-clang: a change's gain against the code before it, in one run. With
+--cache-on-tmpfs, ltowrap with its cache in /dev/shm: what creating the cache's files costs
+on the benchmark's own file system (each cold link makes an inode or three a module). Each
+run's cache is a directory of its own, removed with the rest at the end: removing one run's
+thousands of files just before the next run makes the next run's file creation dearer on an
+ext4 without a journal, which skips inodes deleted in the last minute or more, one by one.
 
 Projects: `lua` (lua5.4's `lua`), `redis` (redis-server), `synthetic` (N small modules
 calling each other, bench/shardkey_cost.py's generator). Writes bench/out/<date>-coldlink.{json,md}.
@@ -126,7 +131,8 @@ def prepare_project(name: str, tmp: Path, modules: int) -> tuple[Path, str, dict
     return tree / project.make_dir, bench.link_command(), env
 
 
-def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) -> list[dict]:
+def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float, shm: Path | None) -> list[dict]:
+    """One project's rows: `tmp` is its directory, `shm` its directory on tmpfs (--cache-on-tmpfs)."""
     where, line, env = prepare_project(name, tmp, a.modules)
     words = shlex.split(line)
     # The link alone, from its compiler on: redis's recipe prints its own banner first (`printf ... 1>&2;cc ...`).
@@ -141,8 +147,10 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
     rows = []
     variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {}),
                 **({"ltowrap, started anew": {"LTOWRAP_FORK_SERVER": "0"}} if a.started_anew else {}),
-                **({"ltowrap, baseline": {}} if a.baseline else {})}
+                **({"ltowrap, baseline": {}} if a.baseline else {}),
+                **({"ltowrap, cache on tmpfs": {}} if shm is not None else {})}
     entries = {"ltowrap, baseline": str(a.baseline / "bin" / "ltowrap-clang")} if a.baseline else {}
+    roots = {"ltowrap, cache on tmpfs": shm} if shm is not None else {}
     configs = ["inproc", *variants]
     for rep in range(a.reps):
         for which in configs[rep % len(configs):] + configs[:rep % len(configs)]:
@@ -153,8 +161,7 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float) 
                 index = measure(index_only, where, env, output)
                 rows.append({"rep": rep, "config": which, "wall": run.wall, "cpu": run.cpu, "index_only": index.wall})
                 continue
-            cold = tmp / f"cold-{rep}"
-            shutil.rmtree(cold, ignore_errors=True)
+            cold = roots.get(which, tmp) / f"cold-{rep}-{configs.index(which)}"
             cold.mkdir()
             records = Path(env["LTOWRAP_CACHE_DIR"]) / "r"
             if records.exists():
@@ -264,17 +271,21 @@ def main() -> int:
                    help="also run ltowrap with every backend clang started anew (LTOWRAP_FORK_SERVER=0), side by side")
     p.add_argument("--baseline", type=Path, metavar="VENV",
                    help="also run the ltowrap installed in this venv (VENV/bin/ltowrap-clang), side by side")
+    p.add_argument("--cache-on-tmpfs", action="store_true",
+                   help="also run ltowrap with its cache in /dev/shm, side by side")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()
     load = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="ltowrap-coldlink-") as d:
+    with tempfile.TemporaryDirectory(prefix="ltowrap-coldlink-") as d, \
+            tempfile.TemporaryDirectory(prefix="ltowrap-coldlink-", dir="/dev/shm") as shm:
         tmp = Path(d)
         unit = empty_backend_seconds(tmp)
         results = []
         for name in a.project:
-            (tmp / name).mkdir()
-            results += one_project(name, a, tmp / name, unit)
+            for root in (tmp, Path(shm)):
+                (root / name).mkdir()
+            results += one_project(name, a, tmp / name, unit, Path(shm) / name if a.cache_on_tmpfs else None)
     write_results(a.out, started, "coldlink", "Cold links against their floor", load[0], table(results, unit),
                   {"empty_backend": unit, "results": results}, note=f"; {a.reps} alternating pairs, medians")
     return 0
