@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cmdline, link_all, links, ltowrap_env, many_modules, run, wait_until, write
+from helpers import cmdline, link_all, links, ltowrap_env, many_modules, run, wait_until, wrapper, write
 
 from ltowrap import proc
 from ltowrap.jobs import forkserver
@@ -215,6 +215,33 @@ def test_a_server_started_ahead_serves_the_first_compile_or_ends_unused(probe):
     off = Forks(enabled=False)
     off.prestart(probe, env, ())
     assert off.launched is None and started(off, [probe, "exit=3"], env)[0] == 3 and off.forked == 0
+
+
+LD_THAT_LOOKS = """#!/bin/sh
+# Before the thin-link runs, it looks among its parent's (the link's) children for a fork server.
+case "$*" in *--thinlto-index-only*)
+    for p in $(cat /proc/$PPID/task/*/children); do
+        tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q -e --ltowrap-fork-server= && : > "$0.seen"
+    done;;
+esac
+exec {lld} "$@"
+"""
+
+
+def test_a_link_starts_its_fork_server_before_its_thin_link(tc22, tmp_path):
+    """The pipeline starts the server as the thin-link starts (JobRun.prestart_backends): by
+    the time lld runs, the link has a fork server among its children; with the server off, none."""
+    objects = many_modules(tmp_path, tc22, 4)
+    ld = write(tmp_path / "ld" / "ld.lld", LD_THAT_LOOKS.format(lld=tc22.lld))
+    ld.chmod(0o755)
+    seen = Path(f"{ld}.seen")
+    for setting in ("1", "0"):
+        env = ltowrap_env(tc22, LTOWRAP_FORK_SERVER=setting, LTOWRAP_CACHE_DIR=str(tmp_path / f"cache{setting}"))
+        run([wrapper("ltowrap-clang"), "-flto=thin", "-fuse-ld=lld", f"--ld-path={ld}", "-O2", "-o", f"prog{setting}",
+             *objects], tmp_path, env=env)
+        assert links(tmp_path)[-1]["decision"] == "distributed"
+        assert seen.exists() == (setting == "1"), f"fork_server={setting}"
+        seen.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("version", [13, 14, 15, 16, 19, 22])
