@@ -86,10 +86,10 @@ def store(cache: Cache, result: ThinLinkResult, identities: dict[str, str], dige
     if result.unstored is None:
         return
     key, data, idx = result.unstored
-    # Each module a job imports is named once, in `modules`, and by its place there in every
-    # imports list: a backend imports from up to hundreds of modules, and their paths written
-    # out in every list would grow the entry with modules x imports.
-    # Numbered in the order first named; a job's list is made by map, not one call per import.
+    # Each module a job imports is named once, in the entry's `modules`, and by its place there
+    # in every imports list: a backend imports from up to hundreds of modules, and their paths
+    # written out in every list would grow the entry with modules x imports. Places go in the
+    # order first named; a job's list is made by map, not one call per import.
     named: dict[str, None] = {}
     for j in result.jobs:
         named.update(dict.fromkeys(j.imports))
