@@ -22,7 +22,7 @@ import select
 import signal
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
@@ -213,6 +213,7 @@ class Forks:
     (started ahead, prestart, or at the first compile), else each by posix_spawn (proc.spawn)."""
 
     enabled: bool = True
+    env: dict[str, str] = field(default_factory=proc.tool_env)  # the run's compiles' environment, made once
     server: Server | None = None
     launched: Launched | None = None  # started ahead, not yet heard from
     tried: bool = False  # a server was started, or found not to be possible, for this run

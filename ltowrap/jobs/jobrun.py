@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import cachekey, fsutil, log, proc, stats, toolchain
+from .. import cachekey, fsutil, log, stats, toolchain
 from ..cache import Cache
 from ..config import Settings
 
@@ -80,7 +80,8 @@ class JobRun:
         """Start the backends' fork server as the thin-link starts, so that its clang has loaded
         by the first compile. Not with a remote service: its workers may take every job."""
         if self.settings.fork_server and not self.settings.remote:
-            self.forks().prestart(clang, proc.tool_env(), signal.pthread_sigmask(signal.SIG_BLOCK, ()))
+            forks = self.forks()
+            forks.prestart(clang, forks.env, signal.pthread_sigmask(signal.SIG_BLOCK, ()))
 
     def compiler_identity(self, clang: str) -> str:
         if clang not in self._identities:

@@ -97,9 +97,12 @@ class LocalSide:
     jobs: int
     cpu: log.CpuLedger = field(default_factory=log.CpuLedger)  # the run's own CPU: starts charge theirs
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
-    env: dict[str, str] = field(default_factory=proc.tool_env)  # the compiles' environment, made once
     logs: list[int] = field(default_factory=list)  # logs of compiles that ended, emptied for the next ones
     forks: Forks = field(default_factory=Forks)  # compiles forked from one clang of the run (forkserver.py)
+    env: dict[str, str] = field(init=False)  # the compiles' environment: the forks', which a server started ahead has
+
+    def __post_init__(self) -> None:
+        self.env = self.forks.env
 
     def take(self) -> Ticket | None:
         """A slot, if this run has room for one more compile and the gate gives one."""
