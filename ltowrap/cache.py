@@ -20,8 +20,8 @@ Layout under the cache directory (created 0700, files 0600; the names are cached
     tmp/                per-link working directories
 
 An entry, in one grammar for every kind:
-    entry   = MAGIC xxh3-128(body) body        MAGIC: 8 bytes, the checksum: 16
-    body    = u32le(len(meta)) meta payload
+    entry   = payload meta u32le(len(meta)) xxh3-128(payload meta u32le(len(meta))) MAGIC
+                                               MAGIC: 8 bytes, the checksum: 16
     meta    = marshal(dict)                    "key": the entry's own key, then what a kind with a raw
                                                payload says of it (o/: the compile's seconds or remote action; l/ results:
                                                the outputs' sizes)
@@ -33,10 +33,17 @@ a restored link's path, and it carries bytes (a thin-link's shards) as they are.
 that does not decode, or whose data is not of its kind's shape, is a bad entry: removed,
 counted (bad_entries), a miss.
 
-An entry is written to a temp file and renamed into place, so it is seen whole or not
-at all; its checksum is verified on every read (before the meta is unmarshalled), and a
-bad entry is removed and counts as a miss. An entry of another MAGIC (an older ltowrap's)
-is a plain miss. Hits refresh the file's mtime, which is the LRU order used by eviction.
+The payload comes first, so an object entry is the object with a tail after it, and lld
+reads it as the object (an ELF file's headers say where its parts are; what follows them
+is never read). A backend's output becomes its entry where it lies, the tail appended and
+the file linked into o/ (Cache.put_file), and a hit is linked into the link's work
+directory (Cache.link_out): neither copies the object nor makes a file of its own.
+
+An entry is written to a temp file and renamed into place, or linked into place whole,
+so it is seen whole or not at all; its checksum is verified on every read (before the
+meta is unmarshalled), and a bad entry is removed and counts as a miss. An entry of an
+older ltowrap (its MAGIC at its start) is a plain miss. Hits refresh the file's mtime,
+which is the LRU order used by eviction.
 
 A restored link (linkdirect.py) reads entries, so this module imports nothing costly; the
 locks module is loaded on first use.
@@ -64,8 +71,10 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 # 3: structured payloads are marshalled data (the thin-link record was JSON with base64 shards).
-MAGIC = b"LTOWRAP3"
-OLD_MAGICS = (b"LTOWRAP1", b"LTOWRAP2")  # entries of an older ltowrap: a plain miss, not a bad entry
+# 4: the payload first, the meta and MAGIC after it (an object entry is the object, tail after).
+MAGIC = b"LTOWRAP4"
+OLD_MAGICS = (b"LTOWRAP1", b"LTOWRAP2", b"LTOWRAP3")  # at an older entry's start: a plain miss, not a bad entry
+TAIL = 28  # the tail's fixed part: the meta's length, the checksum, MAGIC
 KINDS = (OBJECTS, THINLINKS, MODULES, RECORDS, TOOLCHAINS, LINKS, DRIVER_LINES)
 # Trimmed by size, least recently used first. Option records (r/) are left out: they are
 # tiny, written by compiles, and losing one would change how its module is compiled.
@@ -75,43 +84,48 @@ BAD_DATA = (ValueError, EOFError, TypeError, KeyError, IndexError)
 
 
 class Entry:
-    """A verified entry: its meta (a dict of plain values) and its payload."""
+    """A verified entry: its meta (a dict of plain values) and its payload, and the file it was
+    read from (`path`, and `ino`: its device and inode) for Cache.link_out."""
 
-    __slots__ = ("meta", "payload")
+    __slots__ = ("meta", "payload", "path", "ino")
 
-    def __init__(self, meta: dict, payload: bytes) -> None:
+    def __init__(self, meta: dict, payload: bytes, path: str = "", ino: tuple[int, int] | None = None) -> None:
         self.meta = meta
         self.payload = payload
+        self.path = path
+        self.ino = ino
 
 
 def encode(meta: dict, payload: bytes) -> bytes:
-    return head(meta, payload) + payload
+    return payload + tail(meta, payload)
 
 
-def head(meta: dict, payload: bytes) -> bytes:
-    """An entry's bytes before its payload: MAGIC, the digest of everything after the digest,
-    the meta's length and the meta. Written before the payload, it spares copying a payload
-    (a thin-link's shards run to megabytes) into one buffer first."""
+def tail(meta: dict, payload: bytes) -> bytes:
+    """An entry's bytes after its payload: the meta, its length, the digest of everything
+    before the digest, MAGIC. Written after the payload, it spares copying a payload (a
+    thin-link's shards run to megabytes) into one buffer first, and an object already on
+    disk becomes an entry by having it appended (Cache.put_file)."""
     m = marshal.dumps(meta)
-    lead = len(m).to_bytes(4, "little") + m
-    digest = xxhash.xxh3_128(lead)
-    digest.update(payload)
-    return MAGIC + digest.digest() + lead
+    lead = m + len(m).to_bytes(4, "little")
+    digest = xxhash.xxh3_128(payload)
+    digest.update(lead)
+    return lead + digest.digest() + MAGIC
 
 
 def decode(blob: bytes) -> Entry | None:
     """The entry, or None if it is truncated, altered, or not an entry at all."""
-    if len(blob) < 28 or not blob.startswith(MAGIC):
+    if len(blob) < TAIL or not blob.endswith(MAGIC):
         return None
-    body = blob[24:]
-    if xxhash.xxh3_128_digest(body) != blob[8:24]:
+    if xxhash.xxh3_128_digest(memoryview(blob)[:-24]) != blob[-24:-8]:
         return None
-    n = int.from_bytes(body[:4], "little")
+    n = int.from_bytes(blob[-TAIL:-24], "little")
+    if n > len(blob) - TAIL:
+        return None
     try:
-        meta = marshal.loads(body[4 : 4 + n])
+        meta = marshal.loads(blob[-TAIL - n : -TAIL])
     except (ValueError, EOFError, TypeError):
         return None
-    return Entry(meta if isinstance(meta, dict) else {}, body[4 + n :])
+    return Entry(meta if isinstance(meta, dict) else {}, blob[: -TAIL - n])
 
 
 def encode_data(data: Any) -> bytes:
@@ -244,26 +258,83 @@ class Cache:
     def get(self, kind: str, key: str) -> Entry | None:
         path = self.path(kind, key)
         try:
-            blob = fsutil.read_nofollow(path)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
-        if blob.startswith(OLD_MAGICS):
+        try:
+            st = os.fstat(fd)
+            blob = fsutil.read_all(fd, st.st_size)
+        except OSError:
             return None
+        finally:
+            os.close(fd)
         entry = decode(blob)
         # The key is stored inside the entry, so a valid entry copied under another key is caught.
         if entry is None or entry.meta.get("key") != key:
-            self._drop_bad(path, len(blob))
+            if not blob.startswith(OLD_MAGICS):
+                self._drop_bad(path, len(blob))
             return None
         try:
             os.utime(path)
         except OSError:
             pass
+        entry.path, entry.ino = path, (st.st_dev, st.st_ino)
         return entry
+
+    def link_out(self, entry: Entry, dest: str) -> bool:
+        """Put the entry's file at `dest` (a new name in the link's work directory) as a hard
+        link, which lld reads as the payload (an object's tail is never read). False if it
+        cannot be linked (another file system, no hard links there) or the file at its path is
+        no longer the one that was read and verified (replaced or removed since): the caller
+        writes the payload instead."""
+        if entry.ino is None:
+            return False
+        try:
+            try:
+                os.link(entry.path, dest, follow_symlinks=False)
+            except FileExistsError:  # what a compile stopped before its end left there
+                os.unlink(dest)
+                os.link(entry.path, dest, follow_symlinks=False)
+            st = os.lstat(dest)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) == entry.ino:
+            return True
+        try:
+            os.unlink(dest)
+        except OSError:
+            pass
+        return False
 
     def put(self, kind: str, key: str, meta: dict, payload: bytes) -> bool:
         """Store a raw payload (an object, a link's outputs); structured data goes through put_data."""
         meta = {**meta, "key": key}
-        return self._write(self.path(kind, key), (head(meta, payload), payload))
+        return self._write(self.path(kind, key), (payload, tail(meta, payload)))
+
+    def put_file(self, kind: str, key: str, meta: dict, payload: bytes, path: str) -> bool:
+        """Store the raw payload that the file at `path` holds (a backend's output, just read
+        back) by making that file the entry: its tail appended, and the file linked into the
+        cache. The file is the entry's bytes after it, which lld reads as the payload alone.
+        Where it cannot be linked (another file system, no hard links there), the entry is
+        written as put() writes it; where it cannot be appended to, too (`path` is left as it
+        was or with a part of the tail, which is never read either)."""
+        meta = {**meta, "key": key}
+        end = tail(meta, payload)
+        dest = self.path(kind, key)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                if os.fstat(fd).st_size != len(payload):
+                    raise OSError(f"{path} is no longer what was read")
+                fsutil.write_all(fd, end)
+                os.fchmod(fd, fsutil.FILE_MODE)
+            finally:
+                os.close(fd)
+            replaced = fsutil.link_into(path, dest)
+        except OSError:
+            return self._write(dest, (payload, end))
+        self._added(len(payload) + len(end), replaced)
+        return True
 
     def get_data(self, kind: str, key: str, read: Callable[[Any], T | None]) -> T | None:
         """The entry's data as `read` makes it, or None on a miss. `read` raises one of BAD_DATA
@@ -330,13 +401,17 @@ class Cache:
             if raise_error:
                 raise
             return False
-        self.stats.add("bytes_added", len(blob) if isinstance(blob, bytes) else sum(map(len, blob)))
+        self._added(len(blob) if isinstance(blob, bytes) else sum(map(len, blob)), replaced)
+        return True
+
+    def _added(self, size: int, replaced: int | None) -> None:
+        """Count an entry written, of `size` bytes, and the one of `replaced` bytes it replaced."""
+        self.stats.add("bytes_added", size)
         self.stats.add("files_added")
         if replaced is not None:
             self.stats.add("bytes_removed", replaced)
             self.stats.add("files_removed")
         self.stored = True
-        return True
 
     def _drop_bad(self, path: str, size: int) -> None:
         """A bad entry: counted and removed (the next lookup misses and the entry is made again)."""

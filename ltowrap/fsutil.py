@@ -56,7 +56,7 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
     The temp file is created with O_EXCL | O_NOFOLLOW, so a symlink planted in the cache
     cannot redirect the write; rename replaces a planted symlink rather than following it.
     """
-    tmp = f"{path[: path.rfind('/') + 1]}.tmp.{os.getpid()}.{os.urandom(6).hex()}"  # in path's directory
+    tmp = _temp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     # The open is inside the try: a signal (KeyboardInterrupt) right after it must not
     # leave the temp file behind.
@@ -82,6 +82,42 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
         raise
 
 
+def link_into(src: str, dest: str) -> int | None:
+    """Give the file at `src` the name `dest` too (a hard link; `src` itself if it is a
+    symlink), replacing what is there whole, as atomic_write does; returns the size of what
+    it replaced, None if nothing was there. Missing directories are created (private).
+    OSError where the file system cannot link (EXDEV, EPERM, ...)."""
+    try:
+        try:
+            os.link(src, dest, follow_symlinks=False)
+        except FileNotFoundError:
+            make_dirs(os.path.dirname(dest))
+            os.link(src, dest, follow_symlinks=False)
+        return None
+    except FileExistsError:
+        pass
+    try:
+        replaced: int | None = os.lstat(dest).st_size
+    except OSError:
+        replaced = None
+    tmp = _temp_name(dest)
+    os.link(src, tmp, follow_symlinks=False)
+    try:
+        os.rename(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return replaced
+
+
+def _temp_name(path: str) -> str:
+    """A name for a temp file beside `path`, in its directory, that no other writer picks."""
+    return f"{path[: path.rfind('/') + 1]}.tmp.{os.getpid()}.{os.urandom(6).hex()}"
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write all of `data` to `fd` (a write to a regular file is short only when it is
     interrupted or the disk fills up; the next write then raises)."""
@@ -90,11 +126,12 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def read_all(fd: int) -> bytes:
+def read_all(fd: int, size: int | None = None) -> bytes:
     """What is left to read from `fd`, to its end: a regular file in one read of its size
-    (the Python file objects' buffering and terminal checks cost four more system calls a
-    file, on the backends' path)."""
-    size = os.fstat(fd).st_size
+    (`size`, if the caller has it from its own fstat; the Python file objects' buffering
+    and terminal checks cost four more system calls a file, on the backends' path)."""
+    if size is None:
+        size = os.fstat(fd).st_size
     data = os.read(fd, size + 1)
     if len(data) <= size < 1 << 30:  # short: at the end (one read moves at most 2 GiB; a pipe's size is 0)
         return data

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Toolchain, links, ltowrap_env, own_mounts, run, stats_json, wrapper, write
+from needs import missing
 
 N_MODULES = 6  # objects in libm.a: m0..m4 and leaf.o
 
@@ -402,8 +403,8 @@ def test_a_module_stored_anew_counts_what_it_replaced_and_a_new_one_nothing(tmp_
 
 
 def test_an_entry_written_in_parts_is_the_whole_encoding(tmp_path):
-    """put writes the head, then the payload (no copy of it into one buffer): the file is
-    MAGIC, the xxh3-128 of all that follows, the meta's length, the meta and the payload."""
+    """put writes the payload, then its tail (no copy of it into one buffer): the file is the
+    payload, the meta, the meta's length, the xxh3-128 of all that comes before it, MAGIC."""
     import marshal
 
     import xxhash
@@ -415,9 +416,75 @@ def test_an_entry_written_in_parts_is_the_whole_encoding(tmp_path):
     payload = os.urandom(3 << 20)
     assert c.put("o", "k" * 32, {"size": len(payload)}, payload)
     blob = Path(c.path("o", "k" * 32)).read_bytes()
-    assert blob[:8] == cache.MAGIC and blob[8:24] == xxhash.xxh3_128_digest(blob[24:])
-    n = int.from_bytes(blob[24:28], "little")
-    assert marshal.loads(blob[28 : 28 + n]) == {"size": len(payload), "key": "k" * 32}
-    assert blob[28 + n :] == payload
+    assert blob[-8:] == cache.MAGIC and blob[-24:-8] == xxhash.xxh3_128_digest(blob[:-24])
+    n = int.from_bytes(blob[-28:-24], "little")
+    assert marshal.loads(blob[-28 - n : -28]) == {"size": len(payload), "key": "k" * 32}
+    assert blob[: -28 - n] == payload
     entry = c.get("o", "k" * 32)
     assert entry is not None and entry.payload == payload
+
+
+def test_an_output_becomes_its_entry_and_a_hit_is_linked_out(tmp_path):
+    """put_file makes the file that holds an object its entry, the tail appended and the file
+    linked into o/ (no copy, no file of its own); link_out gives the work directory a link
+    to the entry it read and verified, not to what replaced it since."""
+    from ltowrap import cache
+    from ltowrap.stats import Stats
+
+    counts = Stats()
+    c = cache.Cache(str(tmp_path / "cache"), counts)
+    work = tmp_path / "work"
+    work.mkdir()
+    obj = b"\x7fELF" + os.urandom(5000)
+    out = work / "a.o"
+    out.write_bytes(obj)
+    assert c.put_file("o", "k" * 32, {"seconds": 1.5}, obj, str(out))
+    path = Path(c.path("o", "k" * 32))
+    assert path.stat().st_ino == out.stat().st_ino and path.stat().st_nlink == 2
+    assert out.read_bytes().startswith(obj) and oct(out.stat().st_mode & 0o777) == oct(0o600)
+    assert counts.counts == {"bytes_added": path.stat().st_size, "files_added": 1}
+    entry = c.get("o", "k" * 32)
+    assert entry is not None and entry.payload == obj and entry.meta == {"seconds": 1.5, "key": "k" * 32}
+
+    served = work / "b.o"
+    assert c.link_out(entry, str(served))
+    assert served.stat().st_ino == path.stat().st_ino
+    # Replaced between the read and the link: not served from the file now there.
+    again = c.get("o", "k" * 32)
+    assert again is not None
+    assert c.put("o", "k" * 32, {"seconds": 2}, obj)
+    assert not c.link_out(again, str(work / "c.o")) and not (work / "c.o").exists()
+    # A name already in the work directory (a compile stopped before its end) is replaced.
+    fresh = c.get("o", "k" * 32)
+    assert fresh is not None and c.link_out(fresh, str(served))
+    assert served.stat().st_ino == path.stat().st_ino
+    # Kept apart from the entry's file: written anew, the entry keeps its bytes.
+    from ltowrap.jobs import local
+
+    local.write(str(served), b"other")
+    assert c.get("o", "k" * 32) is not None and Path(path).read_bytes().startswith(obj)
+
+
+def test_an_output_the_cache_cannot_link_is_written_as_an_entry(tmp_path):
+    """Where the output and the cache are on two file systems (EXDEV), or the output cannot be
+    appended to, the entry is written as put writes it; it reads back the same."""
+    from ltowrap import cache
+    from ltowrap.stats import Stats
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        missing("/dev/shm on a file system of its own beside the test's directory", "a tmpfs at /dev/shm")
+    c = cache.Cache(str(tmp_path / "cache"), Stats())
+    obj = b"\x7fELF" + os.urandom(3000)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=shm) as elsewhere:
+        out = Path(elsewhere) / "a.o"
+        out.write_bytes(obj)
+        assert c.put_file("o", "k" * 32, {}, obj, str(out))
+        path = Path(c.path("o", "k" * 32))
+        assert path.stat().st_nlink == 1 and path.read_bytes() == out.read_bytes()
+    gone = tmp_path / "gone.o"
+    assert c.put_file("o", "j" * 32, {}, obj, str(gone)) and not gone.exists()
+    entry = c.get("o", "j" * 32)
+    assert entry is not None and entry.payload == obj

@@ -227,6 +227,12 @@ def result(state: JobState, rc: int, out: str) -> Result:
 
 
 def write(path: str, data: bytes) -> None:
+    """Write a file of the link's work directory anew: what was at `path` is unlinked first, not
+    written over, for it may be a cache entry's file (Cache.link_out, Cache.put_file)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
     with open(path, "wb") as f:
         f.write(data)

@@ -124,7 +124,8 @@ class Store:
             self._serve(state, entry)
 
     def _serve(self, state: JobState, entry: Entry) -> None:
-        local.write(state.output, entry.payload)
+        if not self.cache.link_out(entry, state.output):
+            local.write(state.output, entry.payload)
         for kind, _ in state.job.side_outputs():
             local.write(backend.side_output(state.output, kind), entry.meta[kind])
         state.printed = str(entry.meta.get("printed", ""))
@@ -138,7 +139,8 @@ class Store:
             local.write(state.output, obj)
             self._printed(state, printed)
             if state.key is not None:
-                self.cache.put(OBJECTS, state.key, {"seconds": 0, "remote": action, "printed": state.printed}, obj)
+                meta = {"seconds": 0, "remote": action, "printed": state.printed}
+                self.cache.put_file(OBJECTS, state.key, meta, obj, state.output)
         self.release(state)
 
     def keep(self, state: JobState, rc: int, out: str, seconds: float) -> local.Result:
@@ -165,7 +167,7 @@ class Store:
         self.cache.stats.add("backend_misses")
         meta: dict = {"seconds": round(seconds, 4), "printed": state.printed}
         meta.update(made.sides)  # split DWARF, optimization records: kept with the object (a hit writes them all)
-        self.cache.put(OBJECTS, state.key, meta, made.obj)
+        self.cache.put_file(OBJECTS, state.key, meta, made.obj, state.output)  # the output becomes the entry
         return made
 
     def _check(self, state: JobState, obj: bytes) -> None:
