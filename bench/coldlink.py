@@ -34,8 +34,9 @@ bitcode reader (LTOWRAP_NATIVE=0), so that one run gives the compiled reader's g
 link's fork server (LTOWRAP_FORK_SERVER=0): the fork server's gain, in the tools' CPU. With
 --baseline VENV, the ltowrap installed in another venv (an earlier commit's `pip install`), its
 entry VENV/bin/ltowrap-clang: a change's gain against the code before it, in one run. With
---cache-on-tmpfs, ltowrap with its cache in /dev/shm: what creating the cache's files costs
-on the benchmark's own file system (each cold link makes an inode or three a module). Each
+--cache-on-tmpfs, ltowrap with its cache in /dev/shm (and the baseline too, with --baseline):
+what creating the cache's files costs on the benchmark's own file system (each cold link
+makes an inode or three a module), and a change's gain without that cost's swings. Each
 run's cache is a directory of its own, removed with the rest at the end: removing one run's
 thousands of files just before the next run makes the next run's file creation dearer on an
 ext4 without a journal, which skips inodes deleted in the last minute or more, one by one.
@@ -148,9 +149,11 @@ def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float, 
     variants = {"ltowrap": {}, **({"ltowrap, Python reader": {"LTOWRAP_NATIVE": "0"}} if a.python_reader else {}),
                 **({"ltowrap, started anew": {"LTOWRAP_FORK_SERVER": "0"}} if a.started_anew else {}),
                 **({"ltowrap, baseline": {}} if a.baseline else {}),
-                **({"ltowrap, cache on tmpfs": {}} if shm is not None else {})}
-    entries = {"ltowrap, baseline": str(a.baseline / "bin" / "ltowrap-clang")} if a.baseline else {}
-    roots = {"ltowrap, cache on tmpfs": shm} if shm is not None else {}
+                **({"ltowrap, cache on tmpfs": {}} if shm is not None else {}),
+                **({"ltowrap, baseline, cache on tmpfs": {}} if shm is not None and a.baseline else {})}
+    baseline = str(a.baseline / "bin" / "ltowrap-clang") if a.baseline else ""
+    entries = {"ltowrap, baseline": baseline, "ltowrap, baseline, cache on tmpfs": baseline} if a.baseline else {}
+    roots = {"ltowrap, cache on tmpfs": shm, "ltowrap, baseline, cache on tmpfs": shm} if shm is not None else {}
     configs = ["inproc", *variants]
     for rep in range(a.reps):
         for which in configs[rep % len(configs):] + configs[:rep % len(configs)]:
@@ -272,7 +275,7 @@ def main() -> int:
     p.add_argument("--baseline", type=Path, metavar="VENV",
                    help="also run the ltowrap installed in this venv (VENV/bin/ltowrap-clang), side by side")
     p.add_argument("--cache-on-tmpfs", action="store_true",
-                   help="also run ltowrap with its cache in /dev/shm, side by side")
+                   help="also run ltowrap (and the baseline) with its cache in /dev/shm, side by side")
     p.add_argument("--out", type=Path, default=BENCH / "out")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc).astimezone()

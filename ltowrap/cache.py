@@ -9,8 +9,8 @@ Layout under the cache directory (created 0700, files 0600; the names are cached
                         entries; whole links' outputs     entries, payload: the outputs, then stdout, stderr
     c/<key>             facts kept under what they depend entries, data: `clang --version` under the stat
                         on                                identity of the compiler's files (cachekey), lld's
-                                                          facts, options a clang rejects, a module's interface
-                                                          digest and inline assembly under its content digest
+                                                          facts, options a clang rejects, the facts of a link's
+                                                          modules under the link (cachekey.facts_pack_key)
     d/<key>             the driver's link line            entries, data (driverline.py)
     r/xx/<digest>       per-module compile options (optrecords.py; the sh entry writes them too): not entries,
                         the arguments NUL-terminated; not trimmed by size

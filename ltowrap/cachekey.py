@@ -62,15 +62,23 @@ class ModuleDigests:
     (seeded with digests already known); facts(path), what ltowrap reads of the module's
     bitcode (formats/modulefacts.py: its interface, inline assembly, triple and flags,
     producer), read once per module version: memoised by digest here and, with a cache,
-    kept there (c/, under module_facts_key). Every thin-link after an edit needs the
-    interfaces of most modules, and every backend the inline assembly of what it imports.
+    kept there for the link's next run (keep: one c/ entry a link, under `pack`, its
+    facts_pack_key). Every thin-link after an edit needs the interfaces of most modules,
+    and every backend the inline assembly of what it imports. The entry is one file a link,
+    not one a module: a cold link would make a file for each of its modules, and a file's
+    creation costs as much as reading a module's facts anew, wherever creating a file is
+    dear. A module's facts depend on its bytes alone, so an entry of another link's, or of
+    modules since edited, gives no wrong facts: they are found by digest, or read anew.
     (A plain class: a restored link imports this module, and no dataclasses with it.)"""
 
-    def __init__(self, known: dict[str, str] | None = None, cache: Cache | None = None) -> None:
+    def __init__(self, known: dict[str, str] | None = None, cache: Cache | None = None, pack: str | None = None) -> None:
         self.known = dict(known or {})  # by path: the digests given (called)
         self.interfaces: dict[str, str] = {}  # by path: the interfaces given (interface)
-        self.cache = cache
+        self.cache = cache if pack else None  # facts are kept only under a link's key
+        self.pack = pack or ""
         self.read: dict[str, Facts] = {}  # by module digest
+        self._kept: dict[str, object] | None = None  # by module digest: the entry's records (read when first needed)
+        self._new = False  # facts were read from bitcode: keep() writes the entry anew
 
     def __call__(self, path: str) -> str:
         if path not in self.known:
@@ -81,19 +89,41 @@ class ModuleDigests:
         """The module's facts; OSError if it cannot be read (unreadable bitcode gives facts
         that say why: Facts.problem)."""
         digest = self(path)
-        if digest not in self.read:
-            from .cache import TOOLCHAINS
+        found = self.read.get(digest)
+        if found is None:
             from .formats import modulefacts
 
-            key = module_facts_key(digest)
-            found = self.cache.get_data(TOOLCHAINS, key, modulefacts.Facts.from_data) if self.cache is not None \
-                else None
+            found = self._from_entry(digest)
             if found is None:
                 found = modulefacts.read(read_bytes(path), digest_bytes)
-                if self.cache is not None:
-                    self.cache.put_data(TOOLCHAINS, key, found.to_data())
+                self._new = True
             self.read[digest] = found
-        return self.read[digest]
+        return found
+
+    def _from_entry(self, digest: str) -> Facts | None:
+        if self.cache is None:
+            return None
+        from .formats.modulefacts import Facts
+
+        if self._kept is None:
+            from .cache import TOOLCHAINS
+
+            self._kept = self.cache.get_data(TOOLCHAINS, self.pack, _records) or {}
+        record = self._kept.get(digest)
+        if record is None:
+            return None
+        try:
+            return Facts.from_data(record)
+        except (TypeError, ValueError):  # a record of another shape: read anew, and the entry written again
+            return None
+
+    def keep(self) -> None:
+        """Keep the facts this run has for the link's next run, if it read any from bitcode."""
+        if self._new and self.cache is not None:
+            from .cache import TOOLCHAINS
+
+            self.cache.put_data(TOOLCHAINS, self.pack, {d: f.to_data() for d, f in self.read.items()})
+            self._new = False
 
     def interface(self, path: str) -> str:
         """The digest of what a backend that imports only declarations from the module reads
@@ -112,11 +142,19 @@ class ModuleDigests:
         return self.facts(path).sample_profile
 
 
-def module_facts_key(digest: str) -> str:
-    """The c/ key of a module version's facts (ModuleDigests.facts)."""
+def _records(data: object) -> dict[str, object]:
+    """A facts entry's data (ModuleDigests.keep); TypeError for anything else (a bad entry)."""
+    if not isinstance(data, dict):
+        raise TypeError("not a module facts entry")
+    return data
+
+
+def facts_pack_key(cwd: str, output: str) -> str:
+    """The c/ key of the module facts one link keeps for its next run (ModuleDigests.keep):
+    the link is named by its output and the directory it runs in."""
     from .formats import modulefacts
 
-    return digest_bytes(f"module facts\0{FORMAT_VERSION}\0{modulefacts.FORMAT}\0{digest}".encode())
+    return digest_bytes(f"module facts\0{FORMAT_VERSION}\0{modulefacts.FORMAT}\0{cwd}\0{output}".encode())
 
 
 def rejected_options_key(compiler: str, options: Iterable[str]) -> str:
@@ -124,10 +162,10 @@ def rejected_options_key(compiler: str, options: Iterable[str]) -> str:
     return digest_bytes("\0".join(["clang rejects", compiler, *options]).encode())
 
 
-def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None) -> ModuleDigests:
+def file_digests(known: dict[str, str] | None = None, cache: Cache | None = None, pack: str | None = None) -> ModuleDigests:
     """A memoised path -> digest of the file's bytes, seeded with digests already known;
-    module interfaces also kept in `cache`."""
-    return ModuleDigests(known, cache)
+    module facts also kept in `cache`, under `pack` (facts_pack_key)."""
+    return ModuleDigests(known, cache, pack)
 
 
 class Hasher:

@@ -20,11 +20,12 @@ ltowrap's own backend command line, so the two paths keep separate entries.)
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 
 from . import log
-from .cachekey import file_digests
+from .cachekey import facts_pack_key, file_digests
 from .config import ConfigError, Settings, load
 from .errors import ToolFailed, Unsupported
 from .fsutil import read_bytes
@@ -108,12 +109,14 @@ def run(json_path: str, settings: Settings | None = None) -> int:
         jobs = [Job(Module.of(read_bytes(module), module, module), read_bytes(shard), shard, tuple(imports), output)
                 for module, shard, output, imports in parsed]
         record.modules = len(jobs)
-        digest_of = file_digests({j.module.path: j.module.digest for j in jobs}, job_run.cache)
+        digest_of = file_digests({j.module.path: j.module.digest for j in jobs}, job_run.cache,
+                                 facts_pack_key(os.getcwd(), common.get("linker_output", "")))
         clang = common["args"][0]
         try:
             with job_run.executor(DtltoBackend(tuple(common["args"])), clang, digest_of,
                                   common.get("linker_output", ""), len(jobs)) as executor:
                 executor.run(jobs, {j.module.path: j.module.size for j in jobs})
+            digest_of.keep()
             # What each backend clang printed, as lld's own distributor leaves it (the clang's
             # stderr is the link's): on a hit too, from the cache.
             for module, text in executor.printed():

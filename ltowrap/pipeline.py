@@ -240,7 +240,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
     t0 = time.time()
     run.cpu.now(log.Phase.THIN_LINK)
     run.prestart_backends(clang)
-    digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache)
+    digest_of = cachekey.file_digests({m.path: m.digest for m in link_plan.modules}, run.cache,
+                                      cachekey.facts_pack_key(cwd, command.output))
     with thinlink.thin_link(link_plan, real, run.cache, workdir, store_prefix, thin_key, thin_files,
                             facts.takes, verify=config.pick(run.settings.verify)) as result:
         run.record.thinlink_uncached = scripts.unknown or result.uncached or None
@@ -251,6 +252,8 @@ def _link(run: jobrun.JobRun, real: list[str], command: cmdline.LinkCommand, wor
         with run.executor(LinkBackend(clang, command, run.settings.sections), clang, digest_of, command.output, len(result.jobs)) as executor:
             executor.run(jobs, {m.path: m.size for m in link_plan.modules})
         thinlink.store(run.cache, result, executor.shard_identities(), digest_of)
+        with run.cpu.charge(log.Cpu.SIDE_INPUTS):
+            digest_of.keep()
     printed = _backend_diagnostics(executor.printed(), link_plan, real[0], command, facts.major)
     backend_reads, uncached = executor.read_files(), executor.uncached()
     t2 = time.time()

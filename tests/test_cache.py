@@ -119,6 +119,41 @@ def test_one_edit_misses_only_what_changed(project, tmp_path, tc22):
     assert "m4.o" in compiled and "leaf.o" not in compiled
 
 
+def facts_entries(cache_dir: Path) -> list[dict]:
+    """The c/ entries that hold module facts (cachekey.ModuleDigests.keep): module digest -> record."""
+    import marshal
+
+    from ltowrap import cache
+
+    found = []
+    for p in (cache_dir / "c").iterdir():
+        entry = cache.decode(p.read_bytes())
+        data = marshal.loads(entry.payload) if entry is not None else None
+        if isinstance(data, dict) and data and all(isinstance(v, list) and len(v) == 9 for v in data.values()):
+            found.append(data)
+    return found
+
+
+def test_a_link_keeps_its_modules_facts_in_one_entry_that_its_next_run_finds(project, tmp_path, tc22):
+    """A cold link keeps the facts of all its modules in one c/ entry, not one a module (a file's
+    creation each); after an edit, the same entry holds the edited module's facts in place of
+    the old ones."""
+    from ltowrap import cachekey
+
+    make_project(project)
+    build(project, tc22)
+    cache_dir = Path(os.environ["LTOWRAP_CACHE_DIR"])
+    modules = {cachekey.digest_bytes(p.read_bytes()) for p in (cache_dir / "m").iterdir()}
+    [facts] = facts_entries(cache_dir)
+    assert set(facts) == modules and len(modules) == N_MODULES + 1
+    old_main = cachekey.digest_bytes((project / "main.o").read_bytes())
+    write(project / "main.c", (project / "main.c").read_text().replace("i < 50", "i < 60"))
+    build(project, tc22)
+    [facts] = facts_entries(cache_dir)
+    main = cachekey.digest_bytes((project / "main.o").read_bytes())
+    assert main in facts and old_main not in facts and set(facts) == modules - {old_main} | {main}
+
+
 @pytest.mark.slow
 def test_concurrent_links_share_one_cache(tmp_path, tc22):
     """8 projects (4 identical pairs) linked at once on one cache: right output, exact counters."""

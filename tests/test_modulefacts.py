@@ -1,11 +1,13 @@
 """One read of a module for everything ltowrap asks of it (formats/modulefacts.py), kept as one
-c/ entry a module version (cachekey.ModuleDigests.facts, cachekey.module_facts_key).
+c/ entry a link (cachekey.ModuleDigests.facts and keep, cachekey.facts_pack_key).
 
 The one read must give what each reader gives on its own: the interface, the inline
 assembly, the triple and flags, the producer, on modules of every toolchain (plain, -g, a
 split LTO unit's two modules, inline asm, module flags)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -49,26 +51,38 @@ def test_one_read_gives_what_each_reader_gives(any_tc, tmp_path, flags):
     assert irmodule.inline_asm((tmp_path / "m.o").read_bytes()).templates  # the reader did find the asm
 
 
-def test_a_module_version_is_read_once_and_kept_in_one_entry(tc22, tmp_path, monkeypatch):
-    """A second link (a fresh ModuleDigests) finds the facts in c/, under module_facts_key; a
-    damaged entry is a miss, and the module is read again."""
+def test_a_module_version_is_read_once_and_kept_for_the_links_next_run(tc22, tmp_path, monkeypatch):
+    """The facts a link read are kept in one c/ entry, under the link (facts_pack_key), and its
+    next run (a fresh ModuleDigests) finds them there; a run that read none writes nothing; a
+    damaged entry is a miss and the module is read again; another link's entry, without the
+    module, gives nothing."""
     write(tmp_path / "m.c", SOURCE)
     run([tc22.clang, "-O2", "-g", "-flto=thin", "-c", "m.c", "-o", "m.o"], tmp_path)
     path = str(tmp_path / "m.o")
-    cache = Cache(str(tmp_path / "cache"), Stats())
+    counts = Stats()
+    cache = Cache(str(tmp_path / "cache"), counts)
     reads: list[int] = []
     real = modulefacts.read
     monkeypatch.setattr(modulefacts, "read", lambda data, digest: reads.append(1) or real(data, digest))
-    first = cachekey.ModuleDigests(cache=cache)
+    link = cachekey.facts_pack_key(str(tmp_path), "prog")
+    first = cachekey.ModuleDigests(cache=cache, pack=link)
     assert first.interface(path) and first.facts(path).asm.templates and not first.sample_profiled(path)
     assert len(reads) == 1  # one read for all three
-    entry = cache.path("c", cachekey.module_facts_key(first(path)))
-    second = cachekey.ModuleDigests(cache=cache)
+    assert not Path(cache.path("c", link)).exists()  # kept at the link's end, not as each is read
+    first.keep()
+    entry = Path(cache.path("c", link))
+    assert entry.exists() and counts.counts["files_added"] == 1
+    second = cachekey.ModuleDigests(cache=cache, pack=link)
     assert second.facts(path) == first.facts(path) and len(reads) == 1
+    second.keep()
+    assert counts.counts["files_added"] == 1  # nothing new: not written again
+    other = cachekey.ModuleDigests(cache=cache, pack=cachekey.facts_pack_key(str(tmp_path), "other"))
+    assert other.facts(path) == first.facts(path) and len(reads) == 2
     with open(entry, "r+b") as f:  # damaged: a bad entry, removed; the module is read again
         f.seek(-3, 2)
         f.write(b"\xff\xff\xff")
-    assert cachekey.ModuleDigests(cache=cache).facts(path) == first.facts(path) and len(reads) == 2
+    assert cachekey.ModuleDigests(cache=cache, pack=link).facts(path) == first.facts(path) and len(reads) == 3
+    assert counts.counts["bad_entries"] == 1 and not entry.exists()
 
 
 def test_unreadable_bitcode_gives_facts_that_say_so(tmp_path):

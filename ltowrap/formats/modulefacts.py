@@ -8,8 +8,8 @@ A link asks several things of each module it distributes:
 - its producer, for a module another LLVM release wrote (irmodule.producer).
 They are all read from one tree (bitcode.read with WANT, the union of what each asks; with the
 compiled reader, made in C straight from that read's decoded stream, read_python the reference)
-and kept together: in memory for the link, by the module's digest, and in the cache (c/, under
-cachekey.module_facts_key), so that each version of a module is read once, ever.
+and kept together: in memory for the link, by the module's digest, and in the cache (c/, one
+entry a link, cachekey.ModuleDigests.keep), so that a link reads each version of a module once.
 
 Bitcode that cannot be read gives a record that says why (`problem`) and nothing else:
 each user then does what it does without the fact (keys the module by its bytes, does not
