@@ -502,7 +502,8 @@ def test_an_output_becomes_its_entry_and_a_hit_is_linked_out(tmp_path):
 
 def test_an_output_the_cache_cannot_link_is_written_as_an_entry(tmp_path):
     """Where the output and the cache are on two file systems (EXDEV), or the output cannot be
-    appended to, the entry is written as put writes it; it reads back the same."""
+    appended to, the entry is written as put writes it; it reads back the same. A hit cannot be
+    linked into another file system either (link_out: False, and the payload is written)."""
     from ltowrap import cache
     from ltowrap.stats import Stats
 
@@ -519,6 +520,8 @@ def test_an_output_the_cache_cannot_link_is_written_as_an_entry(tmp_path):
         assert c.put_file("o", "k" * 32, {}, obj, str(out))
         path = Path(c.path("o", "k" * 32))
         assert path.stat().st_nlink == 1 and path.read_bytes() == out.read_bytes()
+        entry = c.get("o", "k" * 32)  # and a hit cannot be linked there: the caller writes it
+        assert entry is not None and not c.link_out(entry, str(Path(elsewhere) / "b.o"))
     gone = tmp_path / "gone.o"
     assert c.put_file("o", "j" * 32, {}, obj, str(gone)) and not gone.exists()
     entry = c.get("o", "j" * 32)
