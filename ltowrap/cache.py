@@ -295,6 +295,9 @@ class Cache:
             except FileExistsError:  # what a compile stopped before its end left there
                 os.unlink(dest)
                 os.link(entry.path, dest, follow_symlinks=False)
+            except FileNotFoundError:  # the first object of its directory (or the entry gone: raised again)
+                fsutil.make_dirs(os.path.dirname(dest))
+                os.link(entry.path, dest, follow_symlinks=False)
             st = os.lstat(dest)
         except OSError:
             return False

@@ -119,6 +119,30 @@ def test_one_edit_misses_only_what_changed(project, tmp_path, tc22):
     assert "m4.o" in compiled and "leaf.o" not in compiled
 
 
+def test_a_compiled_object_and_a_hit_are_the_entrys_own_file(project, tmp_path, tc22):
+    """A cold link's backend outputs become their o/ entries where they lie (hard links, not
+    copies), and a link of hits links those entries into its work directory (`keep` leaves
+    it to look at); the program is the same either way."""
+    make_project(project)
+    build(project, tc22, {"LTOWRAP_KEEP": "1"})
+    cache_dir = Path(os.environ["LTOWRAP_CACHE_DIR"])
+    entries = {p.stat().st_ino for p in (cache_dir / "o").iterdir() if not p.name.endswith(".key.txt")}
+    assert len(entries) == N_MODULES + 1
+
+    def linked(workdir: Path) -> set[int]:
+        return {p.stat().st_ino for p in workdir.rglob("*") if p.is_file() and p.stat().st_ino in entries}
+
+    [first] = [d for d in (cache_dir / "tmp").iterdir() if d.is_dir()]
+    assert linked(first) == entries
+    binary = (project / "prog").read_bytes()
+    run(["make", "-s", "clean"], project)
+    build(project, tc22, {"LTOWRAP_KEEP": "1"})
+    assert prog_link(tmp_path)["backend_hits"] == N_MODULES + 1
+    [second] = [d for d in (cache_dir / "tmp").iterdir() if d.is_dir() and d != first]
+    assert linked(second) == entries
+    assert (project / "prog").read_bytes() == binary
+
+
 def facts_entries(cache_dir: Path) -> list[dict]:
     """The c/ entries that hold module facts (cachekey.ModuleDigests.keep): module digest -> record."""
     import marshal
