@@ -10,6 +10,10 @@ import errno
 import fcntl
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -58,9 +62,8 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
     """
     tmp = _temp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    # The open is inside the try: a signal (KeyboardInterrupt) right after it must not
-    # leave the temp file behind.
-    try:
+
+    def write() -> None:
         try:
             fd = os.open(tmp, flags, mode)
         except FileNotFoundError:
@@ -73,13 +76,8 @@ def atomic_write(path: str, data: bytes | tuple[bytes, ...], mode: int = FILE_MO
                 write_all(fd, part)
         finally:
             os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    _into_place(tmp, path, write)
 
 
 def link_into(src: str, dest: str) -> int | None:
@@ -101,21 +99,27 @@ def link_into(src: str, dest: str) -> int | None:
     except OSError:
         replaced = None
     tmp = _temp_name(dest)
-    os.link(src, tmp, follow_symlinks=False)
-    try:
-        os.rename(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _into_place(tmp, dest, lambda: os.link(src, tmp, follow_symlinks=False))
     return replaced
 
 
 def _temp_name(path: str) -> str:
     """A name for a temp file beside `path`, in its directory, that no other writer picks."""
     return f"{path[: path.rfind('/') + 1]}.tmp.{os.getpid()}.{os.urandom(6).hex()}"
+
+
+def _into_place(tmp: str, path: str, make: Callable[[], None]) -> None:
+    """Make the temp file `tmp` (`make`), then rename it over `path`. The temp file is removed
+    if either fails, or a signal (KeyboardInterrupt) comes in between: it is never left behind."""
+    try:
+        make()
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_all(fd: int, data: bytes) -> None:
