@@ -132,12 +132,17 @@ def prepare_project(name: str, tmp: Path, modules: int) -> tuple[Path, str, dict
     return tree / project.make_dir, bench.link_command(), env
 
 
+def link_words(line: str) -> list[str]:
+    """A prepared project's link line (prepare_project) as words, the link alone, from its compiler
+    on: redis's recipe prints its own banner first (`printf ... 1>&2;cc ...`)."""
+    words = shlex.split(line)
+    return [str(SCRIPTS / "ltowrap-clang"), *words[1 + next(i for i, w in enumerate(words) if w.endswith("ltowrap-clang")):]]
+
+
 def one_project(name: str, a: argparse.Namespace, tmp: Path, floor_unit: float, shm: Path | None) -> list[dict]:
     """One project's rows: `tmp` is its directory, `shm` its directory on tmpfs (--cache-on-tmpfs)."""
     where, line, env = prepare_project(name, tmp, a.modules)
-    words = shlex.split(line)
-    # The link alone, from its compiler on: redis's recipe prints its own banner first (`printf ... 1>&2;cc ...`).
-    words = [str(SCRIPTS / "ltowrap-clang"), *words[1 + next(i for i, w in enumerate(words) if w.endswith("ltowrap-clang")):]]
+    words = link_words(line)
     inproc = [str(LLVM / "clang"), *words[1:], f"-Wl,--thinlto-jobs={JOBS}"]
     # lld's index-only thin-link alone, its shards written aside: what ltowrap's own time before
     # the first backend is set against (it runs one such thin-link itself).

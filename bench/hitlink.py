@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import shutil
 import statistics
 import sys
@@ -29,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.coldlink import JOBS, LLVM, prepare_project  # noqa: E402
-from bench.run import BENCH, SCRIPTS, measure, write_results  # noqa: E402
+from bench.coldlink import JOBS, LLVM, link_words, prepare_project  # noqa: E402
+from bench.run import BENCH, measure, write_results  # noqa: E402
 from ltowrap.log import Decision  # noqa: E402
 
 INPROC = "in-process, warm lld cache"
@@ -38,8 +37,7 @@ INPROC = "in-process, warm lld cache"
 
 def one_project(name: str, a: argparse.Namespace, tmp: Path) -> list[dict]:
     where, line, env = prepare_project(name, tmp, a.modules)
-    words = shlex.split(line)
-    words = [str(SCRIPTS / "ltowrap-clang"), *words[1 + next(i for i, w in enumerate(words) if w.endswith("ltowrap-clang")):]]
+    words = link_words(line)
     lines = {INPROC: [str(LLVM / "clang"), *words[1:], f"-Wl,--thinlto-jobs={JOBS}",
                       f"-Wl,--thinlto-cache-dir={tmp / 'lld-cache'}"],
              "ltowrap": words}

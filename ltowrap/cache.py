@@ -290,14 +290,7 @@ class Cache:
         if entry.ino is None:
             return False
         try:
-            try:
-                os.link(entry.path, dest, follow_symlinks=False)
-            except FileExistsError:  # what a compile stopped before its end left there
-                os.unlink(dest)
-                os.link(entry.path, dest, follow_symlinks=False)
-            except FileNotFoundError:  # the first object of its directory (or the entry gone: raised again)
-                fsutil.make_dirs(os.path.dirname(dest))
-                os.link(entry.path, dest, follow_symlinks=False)
+            fsutil.link_into(entry.path, dest)  # over what a compile stopped before its end left there
             st = os.lstat(dest)
         except OSError:
             return False

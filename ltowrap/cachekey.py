@@ -103,8 +103,6 @@ class ModuleDigests:
     def _from_entry(self, digest: str) -> Facts | None:
         if self.cache is None:
             return None
-        from .formats.modulefacts import Facts
-
         if self._kept is None:
             from .cache import TOOLCHAINS
 
@@ -112,6 +110,8 @@ class ModuleDigests:
         record = self._kept.get(digest)
         if record is None:
             return None
+        from .formats.modulefacts import Facts
+
         try:
             return Facts.from_data(record)
         except (TypeError, ValueError):  # a record of another shape: read anew, and the entry written again

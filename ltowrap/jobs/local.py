@@ -99,10 +99,6 @@ class LocalSide:
     running: dict[int, Running] = field(default_factory=dict)  # pidfd -> child
     logs: list[int] = field(default_factory=list)  # logs of compiles that ended, emptied for the next ones
     forks: Forks = field(default_factory=Forks)  # compiles forked from one clang of the run (forkserver.py)
-    env: dict[str, str] = field(init=False)  # the compiles' environment: the forks', which a server started ahead has
-
-    def __post_init__(self) -> None:
-        self.env = self.forks.env
 
     def take(self) -> Ticket | None:
         """A slot, if this run has room for one more compile and the gate gives one."""
@@ -118,7 +114,7 @@ class LocalSide:
         with self.cpu.charge(log.Cpu.STARTS):
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
             try:
-                child = spawn(state, self.gate, ticket, mask, self.env, self.forks, self.logs.pop() if self.logs else -1)
+                child = spawn(state, self.gate, ticket, mask, self.forks.env, self.forks, self.logs.pop() if self.logs else -1)
                 lanes = {r.lane for r in self.running.values()}
                 child.lane = next(n for n in range(len(lanes) + 1) if n not in lanes)
                 self.running[child.child.pidfd] = child
